@@ -1,0 +1,25 @@
+"""Shared test fixtures: locating the benchmark datasets in ``../shared/datasets``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATASETS = Path(os.environ.get("KGTUNER_SHARED_DATASETS", REPO_ROOT.parent / "shared" / "datasets"))
+
+
+def shared_dataset(name: str) -> Path:
+    """Path of ``../shared/datasets/NAME``; skips the test (with the reason shown) when it is absent."""
+    path = SHARED_DATASETS / name
+    if not (path / "train.txt").exists():
+        pytest.skip(f"needs {path} (the team's shared datasets; absent in a fresh clone)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own processed-dataset cache so tests never see each other's files."""
+    monkeypatch.setenv("KGTUNER_CACHE", str(tmp_path_factory.mktemp("kgtuner-cache")))

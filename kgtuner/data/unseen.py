@@ -1,0 +1,68 @@
+"""Policy for valid/test triples whose entity or relation never occurs in train.
+
+``"drop"`` (default for folder datasets, as LibKGE does): such triples are removed from ``valid``/``test``
+(they cannot be ranked meaningfully) but kept in ``KnowledgeGraph.unseen`` so that filtered ranking still
+treats them as true; a warning counts them. ``"keep"``: they stay in ``valid``/``test`` (the OGB
+protocol, default for ``ogbl-*``). ``"error"``: raise a DataError.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from kgtuner.errors import DataError
+
+UNSEEN_POLICIES = ("drop", "keep", "error")
+
+
+class UnseenTriplesWarning(UserWarning):
+    """Valid/test triples with an entity or relation that never occurs in train were dropped from ranking."""
+
+
+def check_policy(policy: str) -> str:
+    if policy not in UNSEEN_POLICIES:
+        raise DataError(f"unseen={policy!r} is not a known policy; expected one of {list(UNSEEN_POLICIES)}")
+    return policy
+
+
+def seen_mask(train: np.ndarray, triples: np.ndarray, num_entities: int, num_relations: int) -> np.ndarray:
+    """Bool mask over ``triples``: True where head, relation and tail all occur in ``train``."""
+    ent = np.zeros(num_entities, dtype=bool)
+    ent[train[:, 0]] = True
+    ent[train[:, 2]] = True
+    rel = np.zeros(num_relations, dtype=bool)
+    rel[train[:, 1]] = True
+    return ent[triples[:, 0]] & rel[triples[:, 1]] & ent[triples[:, 2]]
+
+
+def apply_policy(
+    name: str, policy: str, train: np.ndarray, splits: dict[str, np.ndarray], num_entities: int, num_relations: int
+) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, int]]:
+    """Apply ``policy`` to ``splits`` (valid/test). Returns kept-row masks, the dropped triples, counts."""
+    check_policy(policy)
+    masks = {s: seen_mask(train, t, num_entities, num_relations) for s, t in splits.items()}
+    counts = {s: int((~m).sum()) for s, m in masks.items()}
+    if policy == "keep" or not any(counts.values()):
+        return {s: np.ones(len(t), dtype=bool) for s, t in splits.items()}, np.empty((0, 3), np.int64), counts
+    detail = ", ".join(f"{counts[s]} of {len(splits[s])} {s}" for s in splits)
+    if policy == "error":
+        raise DataError(
+            f"{name}: {detail} triples have an entity or relation that never occurs in train; "
+            "pass unseen='drop' or unseen='keep' to accept them"
+        )
+    dropped = np.concatenate([t[~masks[s]] for s, t in splits.items()])
+    return masks, dropped, counts
+
+
+def warn_dropped(name: str, counts: dict[str, int], sizes: dict[str, int]) -> None:
+    """The warning of the ``drop`` policy (emitted on every load, cached or not)."""
+    if any(counts.values()):
+        detail = ", ".join(f"{counts[s]} of {sizes[s] + counts[s]} {s}" for s in counts)
+        warnings.warn(
+            f"{name}: dropped {detail} triples from ranking (entity or relation never seen in train); "
+            "they are kept as true triples for filtering. Use unseen='keep' to rank them.",
+            UnseenTriplesWarning,
+            stacklevel=4,
+        )

@@ -1,0 +1,281 @@
+"""``SpaceSearcher``: the Ray Tune ``Searcher`` plumbing shared by kgtuner's searchers.
+
+It holds the space (a kgtuner ``SearchSpace``, or one converted from a Ray ``param_space`` given
+through ``set_search_properties``), the finished observations, the pending trials, the random
+state, the concurrency limit and the optional finite candidate set, and saves/restores all of it.
+Subclasses only decide *which* configuration to propose next.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from ray.tune.search import Searcher
+
+from kgtuner.errors import ConfigError
+from kgtuner.search.candidates import first_novel
+from kgtuner.search.ray_space import has_domains, space_from_ray
+from kgtuner.search.space import SearchSpace
+
+_STATE_VERSION = 1
+#: Metric used when neither the constructor nor Ray's ``set_search_properties`` names one. It is
+#: not reported as ``searcher.metric`` (Ray's ConcurrencyLimiter copies that at construction and
+#: would then insist on it even when the Tuner's metric differs).
+DEFAULT_METRIC = "valid_mrr"
+
+
+def _as_space(space: Any) -> SearchSpace | None:
+    if space is None or isinstance(space, SearchSpace):
+        return space
+    if isinstance(space, (str, Path)):
+        from kgtuner.search.loading import load_space
+
+        return load_space(space)
+    if isinstance(space, Mapping):
+        if has_domains(space):
+            return space_from_ray(space)
+        from kgtuner.search.loading import load_space
+
+        return load_space(space)
+    raise ConfigError(f"space must be a SearchSpace, a space name/path or a Ray param_space, got {type(space).__name__}")
+
+
+class SpaceSearcher(Searcher):
+    """Base class. ``candidates`` switches to finite-candidate mode (each proposed once, then
+    ``Searcher.FINISHED``); ``min_distance`` is the near-duplicate tolerance (fraction of each
+    continuous range, log scale for log parameters); ``max_concurrent`` caps pending trials
+    (``suggest`` returns ``None`` at the cap). ``metric=None`` means Ray's metric if it gives one,
+    else ``valid_mrr``."""
+
+    def __init__(self, space: Any = None, metric: str | None = None, mode: str | None = "max",
+                 seed: int = 0, candidates: Sequence[Mapping[str, Any]] | None = None,
+                 max_concurrent: int | None = None, min_distance: float = 0.01):
+        if mode not in (None, "min", "max"):
+            raise ConfigError(f"mode must be 'min' or 'max', got {mode!r}")
+        if max_concurrent is not None and int(max_concurrent) < 1:
+            raise ConfigError(f"max_concurrent must be >= 1, got {max_concurrent!r}")
+        if not 0 <= float(min_distance) < 1:
+            raise ConfigError(f"min_distance must be in [0, 1), got {min_distance!r}")
+        super().__init__(metric=metric, mode=mode)
+        self._space = _as_space(space)
+        self._nested = self._space is not None and any("/" in n for n in self._space.names)
+        self.seed = int(seed)
+        self.max_concurrent = None if max_concurrent is None else int(max_concurrent)
+        self.min_distance = float(min_distance)
+        self._candidate_cfgs: list[dict] | None = None
+        if candidates is not None:
+            self._set_candidates(candidates)
+        self._reset_history()
+
+    # -- state -------------------------------------------------------------------------------
+    def _reset_history(self) -> None:
+        self._rng = np.random.default_rng(self.seed)
+        self._obs_rows: list[np.ndarray] = []
+        self._obs_cfgs: list[dict] = []
+        self._obs_scores: list[float] = []  # higher is better; NaN = failed / errored
+        self._pending: dict[str, tuple[np.ndarray, dict, int]] = {}
+        self._n_suggested = 0
+        if self._candidate_cfgs is not None:
+            self._used = np.zeros(len(self._candidate_cfgs), dtype=bool)
+
+    def _set_candidates(self, candidates: Sequence[Mapping[str, Any]]) -> None:
+        cfgs = [dict(c) for c in candidates]
+        if not cfgs:
+            raise ConfigError("candidates: the candidate set is empty")
+        if self._space is None:
+            self._space = SearchSpace.from_configs(cfgs)
+        self._candidate_cfgs = cfgs
+        self._cand_rows = self._space.to_array(cfgs)
+        self._used = np.zeros(len(cfgs), dtype=bool)
+
+    @property
+    def space(self) -> SearchSpace | None:
+        return self._space
+
+    @property
+    def n_observations(self) -> int:
+        return len(self._obs_scores)
+
+    @property
+    def pending_trials(self) -> list[str]:
+        return list(self._pending)
+
+    def observations(self) -> list[tuple[dict, float | None]]:
+        """(config, metric value) of every finished trial in order; ``None`` for failed trials."""
+        sign = 1.0 if self._mode != "min" else -1.0
+        return [(dict(c), None if math.isnan(s) else sign * s) for c, s in zip(self._obs_cfgs, self._obs_scores)]
+
+    def get_state(self) -> dict:
+        return {
+            "version": _STATE_VERSION,
+            "class": type(self).__name__,
+            "metric": self._metric, "mode": self._mode, "seed": self.seed,
+            "space": self._space, "nested": self._nested,
+            "max_concurrent": self.max_concurrent, "min_distance": self.min_distance,
+            "rng": self._rng.bit_generator.state,
+            "obs_rows": [r.copy() for r in self._obs_rows], "obs_cfgs": [dict(c) for c in self._obs_cfgs],
+            "obs_scores": list(self._obs_scores),
+            "pending": {k: (v[0].copy(), dict(v[1]), v[2]) for k, v in self._pending.items()},
+            "n_suggested": self._n_suggested,
+            "candidates": self._candidate_cfgs,
+            "used": None if self._candidate_cfgs is None else self._used.copy(),
+        }
+
+    def set_state(self, state: dict) -> None:
+        if state.get("class") != type(self).__name__:
+            raise ConfigError(f"searcher state was saved by {state.get('class')}, not {type(self).__name__}")
+        self._metric, self._mode, self.seed = state["metric"], state["mode"], state["seed"]
+        self._space, self._nested = state["space"], state["nested"]
+        self.max_concurrent, self.min_distance = state["max_concurrent"], state["min_distance"]
+        self._candidate_cfgs = state["candidates"]
+        if self._candidate_cfgs is not None:
+            self._cand_rows = self._space.to_array(self._candidate_cfgs)
+        self._reset_history()
+        self._rng.bit_generator.state = state["rng"]
+        self._obs_rows = [r.copy() for r in state["obs_rows"]]
+        self._obs_cfgs = [dict(c) for c in state["obs_cfgs"]]
+        self._obs_scores = list(state["obs_scores"])
+        self._pending = {k: (v[0].copy(), dict(v[1]), v[2]) for k, v in state["pending"].items()}
+        self._n_suggested = state["n_suggested"]
+        if self._candidate_cfgs is not None:
+            self._used = state["used"].copy()
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump(self.get_state(), f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            self.set_state(pickle.load(f))
+
+    # -- Ray Tune Searcher API ---------------------------------------------------------------
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec) -> bool:
+        """Accept Ray's metric/mode (a ``None`` is ignored) and, when this searcher has no space
+        yet, the Domains of Ray's ``param_space``. Returns False only when a space was already set
+        and ``param_space`` holds Domains too (Ray then explains the conflict)."""
+        if has_domains(config):
+            if self._space is not None:
+                return False
+            self._space = space_from_ray(config)
+            self._nested = True
+            self._reset_history()
+        if metric:
+            self._metric = metric
+        if mode:
+            if mode not in ("min", "max"):
+                raise ConfigError(f"mode must be 'min' or 'max', got {mode!r}")
+            self._mode = mode
+        return True
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        """Handle the concurrency cap here (so pending trials are known): always True."""
+        self.max_concurrent = int(max_concurrent)
+        return True
+
+    def suggest(self, trial_id: str):
+        if self._space is None:
+            raise RuntimeError(f"{type(self).__name__} has no search space: pass `space=` or a Tuner "
+                               "param_space with tune.uniform/choice/... domains")
+        if self._mode is None:
+            raise RuntimeError(f"{type(self).__name__} needs a mode ('min' or 'max')")
+        if self.max_concurrent is not None and len(self._pending) >= self.max_concurrent:
+            return None
+        if self._candidate_cfgs is not None:
+            remaining = np.flatnonzero(~self._used)
+            if len(remaining) == 0:
+                return Searcher.FINISHED
+            index = int(self._propose_index(remaining))
+            self._used[index] = True
+            row, cfg = self._cand_rows[index], dict(self._candidate_cfgs[index])
+        else:
+            index = -1
+            row = self._propose_row()
+            cfg = self._space.to_config(row)
+        self._pending[trial_id] = (row, cfg, index)
+        self._n_suggested += 1
+        return self._output(cfg)
+
+    def _output(self, cfg: dict) -> dict:
+        if not self._nested:
+            return dict(cfg)
+        from ray.tune.utils.util import unflatten_dict
+
+        return unflatten_dict(dict(cfg))
+
+    @property
+    def effective_metric(self) -> str:
+        """The metric read from results: the given one, else ``valid_mrr``."""
+        return self._metric or DEFAULT_METRIC
+
+    def _score(self, result: Mapping | None, error: bool) -> float:
+        metric = self.effective_metric
+        if error or not result or metric not in result:
+            return math.nan
+        try:
+            v = float(result[metric])
+        except (TypeError, ValueError):
+            return math.nan
+        if not math.isfinite(v):
+            return math.nan
+        return v if self._mode != "min" else -v
+
+    def _record(self, row: np.ndarray, cfg: dict, score: float) -> None:
+        self._obs_rows.append(np.asarray(row, dtype=np.float64))
+        self._obs_cfgs.append(dict(cfg))
+        self._obs_scores.append(score)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        """Record a finished trial; an errored trial, or one without a finite metric, is recorded
+        as a failure (the worst class for RF+BORE)."""
+        entry = self._pending.pop(trial_id, None)
+        if entry is None:
+            return  # not ours (e.g. a trial restored by Ray after this searcher's checkpoint)
+        self._record(entry[0], entry[1], self._score(result, error))
+
+    def add_evaluated_point(self, parameters: dict, value: float, error: bool = False, pruned: bool = False,
+                            intermediate_values: list | None = None) -> None:
+        """Record a configuration evaluated elsewhere (warm start); flat or nested keys."""
+        from ray.tune.utils.util import flatten_dict
+
+        cfg = flatten_dict(dict(parameters), delimiter="/") if self._nested else dict(parameters)
+        row = self._space.to_array([cfg])[0]
+        score = self._score({self.effective_metric: value}, error)
+        self._record(row, cfg, score)
+        if self._candidate_cfgs is not None:
+            for i, c in enumerate(self._candidate_cfgs):
+                if c == cfg:
+                    self._used[i] = True
+
+    # -- proposals ---------------------------------------------------------------------------
+    def _taken_rows(self, include_pending: bool = True) -> np.ndarray:
+        rows = list(self._obs_rows)
+        if include_pending:
+            rows += [v[0] for v in self._pending.values()]
+        return np.array(rows) if rows else np.empty((0, len(self._space)))
+
+    def _random_row(self, include_pending: bool = True) -> np.ndarray:
+        cand = self._space.sample_array(self._rng, 64)
+        i = first_novel(self._space, cand, np.arange(len(cand)), self._taken_rows(include_pending),
+                        self.min_distance)
+        return cand[0 if i is None else i]
+
+    def _propose_row(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _propose_index(self, remaining: np.ndarray) -> int:
+        raise NotImplementedError
+
+
+class RandomSearcher(SpaceSearcher):
+    """Random search over a kgtuner space (conditions and exclusions honoured, no near-duplicates
+    of finished or pending trials), seeded and resumable; the ``random`` baseline."""
+
+    def _propose_row(self) -> np.ndarray:
+        return self._random_row()
+
+    def _propose_index(self, remaining: np.ndarray) -> int:
+        return int(self._rng.choice(remaining))

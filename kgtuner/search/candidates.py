@@ -1,0 +1,40 @@
+"""Candidate generation for RF+BORE and the (near-)duplicate test, on internal arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kgtuner.search.space import SearchSpace
+
+
+def generate(space: SearchSpace, rng: np.random.Generator, n: int, parents: np.ndarray | None = None,
+             local_fraction: float = 0.5, scale: float = 0.1) -> np.ndarray:
+    """``n`` candidates: random samples plus (``local_fraction`` of them) one/two-parameter
+    mutations of ``parents`` (the best configurations so far)."""
+    n_local = int(round(n * local_fraction)) if parents is not None and len(parents) else 0
+    local = space.mutate_array(rng, parents, n_local, scale) if n_local else np.empty((0, len(space)))
+    return np.vstack([space.sample_array(rng, n - len(local)), local])
+
+
+def near_duplicates(space: SearchSpace, cand: np.ndarray, taken: np.ndarray, tol: float) -> np.ndarray:
+    """Mask of the rows of ``cand`` that equal a row of ``taken`` on every choice and activity and lie
+    within ``tol`` (unit scale, i.e. a fraction of each range) on every continuous parameter."""
+    if len(taken) == 0 or len(cand) == 0:
+        return np.zeros(len(cand), dtype=bool)
+    a, b = cand[:, None, :], taken[None, :, :]
+    both_nan = np.isnan(a) & np.isnan(b)
+    with np.errstate(invalid="ignore"):
+        close = np.where(space.continuous_mask, np.abs(a - b) <= tol, a == b)
+    return (close | both_nan).all(axis=2).any(axis=1)
+
+
+def first_novel(space: SearchSpace, cand: np.ndarray, order: np.ndarray, taken: np.ndarray, tol: float,
+                chunk: int = 64) -> int | None:
+    """Index (into ``cand``) of the first candidate in ``order`` that is no near-duplicate of
+    ``taken`` nor of itself-earlier picks; checks ``chunk`` candidates at a time."""
+    for start in range(0, len(order), chunk):
+        idx = order[start:start + chunk]
+        dup = near_duplicates(space, cand[idx], taken, tol)
+        if not dup.all():
+            return int(idx[np.argmin(dup)])
+    return None

@@ -1,0 +1,88 @@
+"""``make_searcher``: the searcher a ``conf/search/*.yaml`` selects, keyed by its ``name``.
+
+``search_cfg`` is that file as a dict: ``name`` picks the registry entry and ``searcher`` holds
+the keyword arguments of the searcher class (unknown ones are a ``ConfigError``); every other key
+is for the coordinator (``kgtuner.tune``) and ignored here.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Mapping, Sequence
+
+from ray.tune.search import ConcurrencyLimiter, Searcher
+
+from kgtuner.errors import ConfigError
+from kgtuner.search.base import RandomSearcher, _as_space
+from kgtuner.search.rf_bore import RFBORESearcher
+from kgtuner.search.space import SearchSpace
+from kgtuner.search.tpe import make_tpe_searcher
+
+_RESERVED = {"space", "metric", "mode", "seed", "max_concurrent", "candidates"}
+
+
+def _kwargs(search_cfg: Mapping, key: str, target: Callable) -> dict:
+    kwargs = dict(search_cfg.get(key) or {})
+    allowed = set(inspect.signature(target).parameters) - _RESERVED
+    bad = sorted(set(kwargs) - allowed)
+    if bad:
+        raise ConfigError(f"search '{search_cfg.get('name')}': unknown key(s) {[f'{key}.{b}' for b in bad]}; "
+                          f"allowed: {sorted(allowed)}")
+    return kwargs
+
+
+def _random(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
+    return RandomSearcher(space, metric, mode, seed=seed, max_concurrent=max_concurrent,
+                          **_kwargs(cfg, "searcher", RandomSearcher.__init__))
+
+
+def _rf_bore(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
+    return RFBORESearcher(space, metric, mode, seed=seed, max_concurrent=max_concurrent,
+                          **_kwargs(cfg, "searcher", RFBORESearcher.__init__))
+
+
+def _tpe(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
+    searcher = make_tpe_searcher(space, metric, mode, seed=seed,
+                                 **_kwargs(cfg, "searcher", make_tpe_searcher))
+    return ConcurrencyLimiter(searcher, max_concurrent) if max_concurrent else searcher
+
+
+#: name in conf/search/*.yaml -> builder. ``kgtuner`` builds its stage-1 searcher (RF+BORE over
+#: the decoupled space); stage 2 comes from ``make_stage2_searcher``.
+SEARCHERS: dict[str, Callable[..., Searcher]] = {
+    "random": _random,
+    "tpe": _tpe,
+    "rf_bore": _rf_bore,
+    "kgtuner": _rf_bore,
+}
+
+
+def make_searcher(search_cfg: Mapping[str, Any], space: SearchSpace | str, metric: str = "valid_mrr",
+                  mode: str = "max", max_concurrent: int | None = None, seed: int = 0) -> Searcher:
+    """The Ray Tune searcher of ``search_cfg['name']`` over ``space`` (a space or its name)."""
+    name = search_cfg.get("name")
+    if name not in SEARCHERS:
+        raise ConfigError(f"unknown search {name!r}: choose one of {sorted(SEARCHERS)} (conf/search/*.yaml)")
+    return SEARCHERS[name](search_cfg, _as_space(space), metric, mode, max_concurrent, seed)
+
+
+def make_stage2_searcher(search_cfg: Mapping[str, Any], candidates: Sequence[Mapping[str, Any]],
+                         space: SearchSpace | None = None, metric: str = "valid_mrr", mode: str = "max",
+                         max_concurrent: int | None = None, seed: int = 0) -> RFBORESearcher:
+    """KGTuner's stage-2 searcher: a fresh RF+BORE forest choosing among ``candidates`` (the
+    expanded top stage-1 configurations), each at most once. ``space`` is the decoupled space:
+    its ``stage2_space()`` encodes the candidates; without it the encoding is inferred."""
+    enc = space.stage2_space() if space is not None and space.stage2 is not None else space
+    return RFBORESearcher(enc, metric, mode, seed=seed, candidates=candidates, max_concurrent=max_concurrent,
+                          **_kwargs(search_cfg, "stage2_searcher", RFBORESearcher.__init__))
+
+
+def stage2_candidates(space: SearchSpace, configs: Sequence[Mapping[str, Any]], top_k: int | None = None) -> list[dict]:
+    """The stage-2 candidate set: each of the first ``top_k`` stage-1 configurations (best first)
+    expanded by ``space.expand_stage2``, duplicates removed, order kept."""
+    out: list[dict] = []
+    for cfg in list(configs)[:top_k]:
+        for c in space.expand_stage2(cfg):
+            if c not in out:
+                out.append(c)
+    return out

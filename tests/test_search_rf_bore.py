@@ -1,0 +1,204 @@
+"""RFBORESearcher through the Ray Tune Searcher API (suggest / on_trial_complete), no Ray cluster."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ray import tune
+from ray.tune.search import ConcurrencyLimiter, Searcher
+
+from kgtuner.errors import ConfigError
+from kgtuner.search import RandomSearcher, RFBORESearcher, load_space
+from kgtuner.search.objectives import OBJECTIVES, kge_surrogate, simulate
+
+FAST = dict(n_trees=16, trees_per_fit=8, n_candidates=256)  # same algorithm, smaller forest/pool
+
+
+def _searcher(space="full", **kw):
+    return RFBORESearcher(load_space(space) if isinstance(space, str) else space, metric="valid_mrr",
+                          mode="max", **{**FAST, **kw})
+
+
+def _finish(s, tid, cfg):
+    v = kge_surrogate(cfg)
+    s.on_trial_complete(tid, None if v is None else {"valid_mrr": v}, error=v is None)
+
+
+def test_suggestions_lie_in_space_and_honour_conditions():
+    space = load_space("full", model="rotate")
+    s = _searcher(space, n_initial=5, seed=1)
+    for i in range(25):
+        cfg = s.suggest(f"t{i}")
+        assert space.contains(cfg), cfg
+        assert ("gamma" in cfg) == (cfg["loss"] == "MR")
+        assert cfg["negatives"] not in ("1VsAll", "kVsAll")
+        _finish(s, f"t{i}", cfg)
+    assert s.n_observations == 25
+
+
+def _key(cfg):
+    return tuple(sorted((k, round(v, 6) if isinstance(v, float) else v) for k, v in cfg.items()))
+
+
+@pytest.mark.parametrize("pending", ["pseudo_negative", "exclude"])
+def test_no_duplicates_under_8_pending_trials(pending):
+    space = load_space("decoupled")
+    s = _searcher(space, n_initial=8, seed=3, max_concurrent=8, pending=pending)
+    seen, live, n = set(), {}, 0
+    for _ in range(6):  # rounds: fill 8 slots, finish the 4 oldest
+        while len(live) < 8:
+            cfg = s.suggest(f"t{n}")
+            assert cfg is not None and _key(cfg) not in seen
+            seen.add(_key(cfg))
+            live[f"t{n}"] = cfg
+            n += 1
+        assert s.suggest("over") is None  # the concurrency cap
+        for tid in list(live)[:4]:
+            _finish(s, tid, live.pop(tid))
+    # all pending continuous values are also apart by more than the near-duplicate tolerance
+    rows = space.to_array(list(live.values()))
+    assert len({_key(c) for c in live.values()}) == len(rows)
+
+
+def test_no_duplicates_in_a_small_discrete_space():
+    space = {"a": tune.choice([1, 2, 3, 4]), "b": tune.choice(["x", "y", "z"])}  # 12 configurations
+    s = RFBORESearcher(space, metric="m", mode="min", n_initial=3, max_concurrent=8, seed=0, **FAST)
+    got = []
+    for i in range(12):
+        cfg = s.suggest(str(i))
+        got.append((cfg["a"], cfg["b"]))
+        if i % 3 == 2:
+            for j in range(i - 2, i + 1):
+                s.on_trial_complete(str(j), {"m": float(j)})
+    assert len(set(got)) == 12
+
+
+def test_same_seed_same_suggestions_and_save_restore_continue_identically(tmp_path):
+    def drive(s, start, stop, pending):
+        out = []
+        for i in range(start, stop):
+            cfg = s.suggest(f"t{i}")
+            out.append(cfg)
+            pending.append((f"t{i}", cfg))
+            if len(pending) >= 3:  # keep 2-3 trials pending, finish the oldest
+                tid, c = pending.pop(0)
+                _finish(s, tid, c)
+        return out
+
+    a, pa = _searcher("full", n_initial=6, seed=7, max_concurrent=4), []
+    first = drive(a, 0, 20, pa)
+    b, pb = _searcher("full", n_initial=6, seed=7, max_concurrent=4), []
+    assert drive(b, 0, 20, pb) == first                      # seeded determinism
+    c, pc = _searcher("full", n_initial=6, seed=8, max_concurrent=4), []
+    assert drive(c, 0, 20, pc) != first
+
+    a.save(str(tmp_path / "state.pkl"))
+    restored = _searcher("full", seed=123)                     # other seed: state wins
+    restored.restore(str(tmp_path / "state.pkl"))
+    assert restored.observations() == a.observations()
+    assert restored.pending_trials == a.pending_trials
+    cont_a = drive(a, 20, 35, list(pa))
+    cont_r = drive(restored, 20, 35, list(pa))
+    assert cont_a == cont_r
+
+    other = _searcher("full")
+    other.set_state(b.get_state())
+    assert drive(other, 20, 30, list(pb)) == drive(b, 20, 30, list(pb))
+
+
+def test_errored_trials_are_learned_as_worst_class():
+    """Adam with lr > 0.3 'diverges' in kge_surrogate: the searcher must learn to avoid it."""
+    space = load_space("full")
+    fails = {}
+    for name, searcher in [("rf", _searcher(space, n_initial=15, seed=0)), ("random", RandomSearcher(space, "valid_mrr", "max", seed=0))]:
+        vals = simulate(searcher, kge_surrogate, 60, metric="valid_mrr")
+        fails[name] = sum(v is None for v in vals[30:])
+        obs = searcher.observations()
+        assert sum(v is None for _, v in obs) == sum(v is None for v in vals)
+    assert fails["rf"] < fails["random"]
+    assert fails["rf"] <= 2
+
+
+def test_finite_candidate_mode_exhausts_without_repeats():
+    dec = load_space("decoupled", model="complex")
+    top = [c for c in (dec.sample(i) for i in range(5))]
+    cands = [c for cfg in top for c in dec.expand_stage2(cfg)]
+    s = RFBORESearcher(dec.stage2_space(), metric="valid_mrr", mode="max", candidates=cands, n_initial=4,
+                       max_concurrent=3, seed=0, **FAST)
+    got, live = [], []
+    while True:
+        cfg = s.suggest(f"t{len(got)}")
+        if cfg is None:
+            tid, c = live.pop(0)
+            _finish(s, tid, c)
+            continue
+        if cfg == Searcher.FINISHED:
+            break
+        live.append((f"t{len(got)}", cfg))
+        got.append(cfg)
+    assert len(got) == len(cands) == 20
+    assert all(g in cands for g in got) and len({_key(g) for g in got}) == 20
+    # the forest, not the list order, picks: a different seed gives a different order
+    s2 = RFBORESearcher(None, metric="valid_mrr", mode="max", candidates=cands, seed=1, **FAST)
+    assert [s2.suggest(str(i)) for i in range(20)] != got
+
+
+def test_ray_param_space_via_set_search_properties():
+    s = RFBORESearcher(metric="score", mode="max", n_initial=4, seed=0, **FAST)
+    config = {"x": tune.uniform(0, 1), "opt": {"lr": tune.loguniform(1e-4, 1e-1)}, "k": tune.randint(1, 4),
+              "name": "fixed"}
+    assert s.set_search_properties(None, None, config) is True
+    assert s.metric == "score" and s.mode == "max"
+    for i in range(10):
+        cfg = s.suggest(str(i))
+        assert set(cfg) == {"x", "opt", "k"} and set(cfg["opt"]) == {"lr"}
+        assert 0 <= cfg["x"] <= 1 and 1e-4 <= cfg["opt"]["lr"] <= 1e-1 and cfg["k"] in (1, 2, 3)
+        s.on_trial_complete(str(i), {"score": -abs(cfg["x"] - 0.3)})
+    assert s.set_search_properties("other", "min", {"name": "x"}) is True and s.metric == "other"
+    assert _searcher("full").set_search_properties(None, None, config) is False  # space already set
+
+
+def test_concurrency_limiter_delegates_to_searcher():
+    s = _searcher("full")
+    lim = ConcurrencyLimiter(s, max_concurrent=8)
+    assert s.max_concurrent == 8
+    assert [lim.suggest(str(i)) is not None for i in range(9)] == [True] * 8 + [False]
+
+
+def test_bad_arguments_raise_config_error():
+    for kw in ({"gamma": 1.5}, {"pending": "bogus"}, {"n_trees": 0}, {"n_initial": 0}):
+        with pytest.raises(ConfigError):
+            RFBORESearcher(load_space("full"), **kw)
+    with pytest.raises(ConfigError, match="mode"):
+        RFBORESearcher(load_space("full"), mode="maximise")
+
+
+def test_pending_pseudo_negatives_lower_the_acquisition_near_pending():
+    """With pending trials as class 0, the forest's probability at a pending point drops."""
+    space = load_space("decoupled")
+    s = _searcher(space, n_initial=10, seed=0, n_trees=40, trees_per_fit=None, pending="pseudo_negative")
+    simulate(s, kge_surrogate, 30, metric="valid_mrr")
+    best = max((c for c, v in s.observations() if v is not None), key=kge_surrogate)
+    probe = {**best, "dropout": min(0.3, best["dropout"] + 0.001)}
+    s._fit()
+    before = s.acquisition(space.to_array([probe]))[0]
+    s._pending["p"] = (space.to_array([probe])[0], probe, -1)
+    s._fit()
+    after = s.acquisition(space.to_array([probe]))[0]
+    assert after < before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["branin_mixed", "kge_surrogate"])
+def test_rf_bore_beats_random_search(name):
+    """10 fixed seeds x 60 evaluations: RF+BORE's median best beats random search's."""
+    obj = OBJECTIVES[name]
+    space = obj.space()
+    best = {"rf": [], "random": []}
+    for seed in range(10):
+        rf = RFBORESearcher(space, "value", "max", seed=seed, n_trees=10, trees_per_fit=None, n_candidates=1024)
+        rs = RandomSearcher(space, "value", "max", seed=seed)
+        for key, s in (("rf", rf), ("random", rs)):
+            vals = [v for v in simulate(s, obj.fn, 60, seed=seed) if v is not None]
+            best[key].append(max(vals))
+    assert np.median(best["rf"]) > np.median(best["random"]), best

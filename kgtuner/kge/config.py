@@ -1,0 +1,209 @@
+"""``TrainConfig``: one training configuration, every hyper-parameter and control named once.
+
+Names match the search-space files, the ``train.<name>`` overrides of ``python -m kgtuner.train``
+and the result columns. Conditional HPs that are inactive (``gamma`` unless ``loss == "MR"``,
+``adv_weight`` unless ``BCE_adv``, ``reg_weight`` with ``regularizer: None``) may be absent and
+are then ignored. ``TrainConfig.from_dict`` validates everything and raises ``ConfigError``
+naming the key, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgtuner.errors import ConfigError
+from kgtuner.kge.losses import LOSSES
+from kgtuner.kge.models import MODELS
+from kgtuner.kge.optim import INITIALIZERS, OPTIMIZERS
+from kgtuner.kge.regularizers import REGULARIZERS
+
+DENSE_NEGATIVES = ("1VsAll", "kVsAll")
+
+
+@dataclass
+class TrainConfig:
+    """A validated training configuration (build it with ``from_dict``).
+
+    Hyper-parameters (paper Table 1): ``model``, ``dim``, ``batch_size``, ``negatives`` (int
+    or ``"1VsAll"``/``"kVsAll"``), ``loss``, ``gamma`` (MR margin), ``adv_weight`` (BCE_adv
+    alpha), ``regularizer``, ``reg_weight``, ``dropout``, ``optimizer``, ``lr``,
+    ``initializer``, ``inverse``; ``model_options`` holds model-specific settings (AutoSF
+    structure, ConvE layout, ...).
+
+    Controls: ``max_epochs`` / ``max_steps`` (training stops at whichever comes first; None =
+    no limit, at least one must be set), ``valid_every`` (steps between validations),
+    ``patience`` (validations without improvement of filtered valid MRR before early stop),
+    ``lr_patience`` / ``lr_factor`` (learning rate multiplied by ``lr_factor`` after
+    ``lr_patience`` stalled validations, as the reference's ReduceLROnPlateau; 0 disables),
+    ``seed``, ``device`` (``auto`` = CUDA when present, else CPU), ``amp`` (bfloat16 autocast of the
+    training step; meant for CUDA, also honoured on CPU), ``eval_batch_size`` (queries per
+    evaluation batch; None = chosen by the evaluator to bound memory), ``type_constrained``
+    (typed negatives when the graph has entity types).
+    """
+
+    model: str = "complex"
+    dim: int = 200
+    batch_size: int = 1024
+    negatives: int | str = 128
+    loss: str = "BCE_adv"
+    gamma: float = 12.0
+    adv_weight: float = 1.0
+    regularizer: str = "DURA"
+    reg_weight: float = 1e-3
+    dropout: float = 0.0
+    optimizer: str = "Adam"
+    lr: float = 3e-3
+    initializer: str = "xavier_uniform"
+    inverse: bool = False
+    model_options: dict = field(default_factory=dict)
+    # controls
+    max_epochs: int | None = 100
+    max_steps: int | None = None
+    valid_every: int = 1000
+    patience: int = 5
+    lr_patience: int = 2
+    lr_factor: float = 0.5
+    seed: int = 0
+    device: str = "auto"
+    amp: bool = False
+    eval_batch_size: int | None = None
+    type_constrained: bool = True
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None = None, **overrides) -> "TrainConfig":
+        """Validated config from a mapping (absent keys take defaults; unknown keys are refused)."""
+        data = dict(d or {})
+        data.update(overrides)
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ConfigError(f"unknown training setting(s) {unknown}; valid names: {', '.join(names)}")
+        cfg = cls(**{k: _plain(v) for k, v in data.items()})
+        cfg.validate()
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (round-trips through ``from_dict``)."""
+        return dataclasses.asdict(self)
+
+    # ---------------------------------------------------------------- validation
+    def validate(self) -> None:
+        """Check every value and combination; raise ``ConfigError`` on the first problem."""
+        self.model = str(self.model).lower()
+        if self.model not in MODELS:
+            raise ConfigError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
+        self.dim = _int("dim", self.dim, minimum=1)
+        self.batch_size = _int("batch_size", self.batch_size, minimum=1)
+        self.negatives = _negatives(self.negatives)
+        _choice("loss", self.loss, LOSSES)
+        self.regularizer = "None" if self.regularizer is None else str(self.regularizer)
+        _choice("regularizer", self.regularizer, REGULARIZERS)
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _choice("initializer", self.initializer, INITIALIZERS)
+        self.gamma = _float("gamma", self.gamma, low=0.0, low_open=True)
+        self.adv_weight = _float("adv_weight", self.adv_weight, low=0.0, low_open=True)
+        self.reg_weight = _float("reg_weight", self.reg_weight, low=0.0)
+        self.dropout = _float("dropout", self.dropout, low=0.0, high=1.0)
+        self.lr = _float("lr", self.lr, low=0.0, low_open=True)
+        self.lr_factor = _float("lr_factor", self.lr_factor, low=0.0, high=1.0, low_open=True)
+        self.inverse = _bool("inverse", self.inverse)
+        self.amp = _bool("amp", self.amp)
+        self.type_constrained = _bool("type_constrained", self.type_constrained)
+        if self.loss == "MR" and self.negatives in DENSE_NEGATIVES:
+            raise ConfigError(f"loss 'MR' needs sampled negatives, not negatives={self.negatives!r}: "
+                              "use an integer number of negatives or another loss")
+        self.max_epochs = None if self.max_epochs is None else _int("max_epochs", self.max_epochs, minimum=1)
+        self.max_steps = None if self.max_steps is None else _int("max_steps", self.max_steps, minimum=1)
+        if self.max_epochs is None and self.max_steps is None:
+            raise ConfigError("set a training budget: max_epochs or max_steps (both are null)")
+        self.valid_every = _int("valid_every", self.valid_every, minimum=1)
+        self.patience = _int("patience", self.patience, minimum=1)
+        self.lr_patience = _int("lr_patience", self.lr_patience, minimum=0)
+        self.seed = _int("seed", self.seed, minimum=0)
+        if self.eval_batch_size is not None:
+            self.eval_batch_size = _int("eval_batch_size", self.eval_batch_size, minimum=1)
+        if str(self.device) not in ("auto", "cpu") and not str(self.device).startswith("cuda"):
+            raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
+        if not isinstance(self.model_options, dict):
+            raise ConfigError(f"model_options must be a mapping, got {self.model_options!r}")
+        self.model_options = MODELS[self.model].check_options(self.dim, dict(self.model_options))
+
+    @property
+    def sampled(self) -> bool:
+        """True for an integer number of negatives (sparse updates)."""
+        return not isinstance(self.negatives, str)
+
+
+def _plain(v):
+    """OmegaConf containers and numpy scalars -> plain Python values."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(v, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(v, resolve=True)
+    except ImportError:  # pragma: no cover
+        pass
+    if hasattr(v, "item") and callable(v.item) and not isinstance(v, (list, dict, str)):
+        return v.item()
+    return v
+
+
+def _choice(key, value, options):
+    if value not in options:
+        raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(map(str, options))}")
+
+
+def _int(key, value, minimum=None):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    try:
+        f = float(value)
+    except ValueError:
+        raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+    if not math.isfinite(f) or f != int(f):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    if minimum is not None and f < minimum:
+        raise ConfigError(f"{key} must be >= {minimum}, got {value!r}")
+    return int(f)
+
+
+def _float(key, value, low=None, high=None, low_open=False):
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} must be a number, got {value!r}")
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be a number, got {value!r}") from None
+    if not math.isfinite(f):
+        raise ConfigError(f"{key} must be finite, got {value!r}")
+    if low is not None and (f < low or (low_open and f == low)):
+        rel = ">" if low_open else ">="
+        raise ConfigError(f"{key} must be {rel} {low}, got {value!r}")
+    if high is not None and f >= high:
+        raise ConfigError(f"{key} must be < {high}, got {value!r}")
+    return f
+
+
+def _bool(key, value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ConfigError(f"{key} must be true or false, got {value!r}")
+
+
+def _negatives(value):
+    if isinstance(value, str) and value in DENSE_NEGATIVES:
+        return value
+    if isinstance(value, str):
+        low = {v.lower(): v for v in DENSE_NEGATIVES}
+        if value.lower() in low:
+            return low[value.lower()]
+    try:
+        return _int("negatives", value, minimum=1)
+    except ConfigError:
+        raise ConfigError(f"negatives must be a positive integer, '1VsAll' or 'kVsAll', got {value!r}") from None

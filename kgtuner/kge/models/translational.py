@@ -1,0 +1,109 @@
+"""Translational-distance models: TransE (L1) and RotatE.
+
+Scores are negative distances ``-||q(h, r) - t||``; scoring many candidates costs
+``O(B * C * dim)`` without a matrix product, chunked over candidates when no gradient is needed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from kgtuner.kge.models.base import KGEModel
+from kgtuner.kge.models.bilinear import _require_multiple
+
+#: Elements of the ``[B, chunk, dim]`` intermediate allowed while scoring without gradients.
+_CHUNK_ELEMENTS = 1 << 25
+
+
+class _Distance(KGEModel):
+    BILINEAR = False
+
+    def _dist(self, diff_fn, q, cand):
+        """Apply ``diff_fn(q [B,1,d], cand [B|1, C, d]) -> [B, C]`` chunked over C when gradients are off."""
+        if cand.dim() == 2:
+            cand = cand.unsqueeze(0)
+        q3 = q.unsqueeze(1)
+        n_c = cand.shape[1]
+        if torch.is_grad_enabled() and (q.requires_grad or cand.requires_grad):
+            return diff_fn(q3, cand)
+        step = max(1, _CHUNK_ELEMENTS // max(1, q.shape[0] * q.shape[1]))
+        return torch.cat([diff_fn(q3, cand[:, s:s + step]) for s in range(0, n_c, step)], dim=1)
+
+    def dura(self, h, r, t):
+        """DURA for distance models: ``||c(h, r) - t||_2^2`` (appendix A.3)."""
+        return (self.tail_query(h, r) - t).pow(2).sum(-1)
+
+
+class TransE(_Distance):
+    """TransE: ``f = -||h + r - t||_1``."""
+
+    NAME = "transe"
+
+    def tail_query(self, h, r):
+        return h + r
+
+    def head_query(self, r, t):
+        return t - r
+
+    def compare(self, q, cand):
+        if cand.dim() == 2:
+            return -torch.cdist(q, cand, p=1.0)
+        return -torch.cdist(q.unsqueeze(1), cand, p=1.0).squeeze(1)
+
+    def compare_pairs(self, q, e):
+        return -(q - e).abs().sum(-1)
+
+
+def _complex_l1(q3, cand):
+    qr, qi = q3.chunk(2, dim=-1)
+    cr, ci = cand.chunk(2, dim=-1)
+    return -torch.sqrt((qr - cr).square() + (qi - ci).square() + 1e-12).sum(-1)
+
+
+class RotatE(_Distance):
+    """RotatE: ``f = -sum_k |h_k * exp(i theta_k) - t_k|`` (complex modulus per coordinate).
+
+    Entity rows hold dim/2 real then dim/2 imaginary parts; relation rows hold dim/2 phases,
+    initialised uniform(-pi, pi) whatever the entity initializer. ``export_embeddings`` writes
+    relations as unit complex numbers ``[cos theta | sin theta]`` (same layout as entities).
+    """
+
+    NAME = "rotate"
+
+    @classmethod
+    def check_options(cls, dim, options):
+        _require_multiple(cls.NAME, dim, 2, "dim counts real numbers: dim/2 complex numbers")
+        return super().check_options(dim, options)
+
+    def relation_dim(self):
+        return self.dim // 2
+
+    def init_embeddings(self, init_fn):
+        with torch.no_grad():
+            init_fn(self.entity.weight)
+            self.relation.weight.uniform_(-math.pi, math.pi)
+
+    def tail_query(self, h, r):
+        a, b = h.chunk(2, dim=-1)
+        c, d = torch.cos(r), torch.sin(r)
+        return torch.cat([a * c - b * d, a * d + b * c], dim=-1)
+
+    def head_query(self, r, t):
+        c, d = torch.cos(r), torch.sin(r)
+        x, y = t.chunk(2, dim=-1)
+        return torch.cat([c * x + d * y, c * y - d * x], dim=-1)
+
+    def compare(self, q, cand):
+        return self._dist(_complex_l1, q, cand)
+
+    def compare_pairs(self, q, e):
+        return _complex_l1(q, e)
+
+    def export_embeddings(self):
+        out = super().export_embeddings()
+        phase = out["relation"]
+        out["relation"] = np.concatenate([np.cos(phase), np.sin(phase)], axis=1).astype(np.float32)
+        return out

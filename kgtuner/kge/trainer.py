@@ -1,0 +1,366 @@
+"""``Trainer``: trains one configuration with validation, early stopping and checkpoint/restore.
+
+The loop batches over the sampler's examples in a per-epoch seeded permutation, validates
+(filtered MRR, or the OGB protocol when the graph has candidate negatives) every
+``valid_every`` steps and at the end, keeps the best-validation weights, halves the learning
+rate after ``lr_patience`` stalled validations, stops after ``patience`` stalled validations,
+and finally computes test metrics for the best state. After every validation it calls
+``callback(report)``; a callback returning True stops the run (status ``"stopped"``).
+
+Statuses: ``"ok"`` (budget exhausted or early-stopped), ``"stopped"`` (callback), ``"diverged"``
+(non-finite or exploding loss, or NaN validation MRR: no metrics are reported).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from kgtuner.errors import ConfigError
+from kgtuner.kge.config import TrainConfig
+from kgtuner.kge.losses import make_loss
+from kgtuner.kge.models import MODELS
+from kgtuner.kge.optim import initialize, make_optimizers, scale_lr
+from kgtuner.kge.regularizers import REGULARIZERS
+from kgtuner.kge.samplers import SAMPLERS, sampler_name
+
+#: A loss above this (or non-finite) ends the run as diverged.
+DIVERGED_LOSS = 1e10
+METRIC_KEYS = ("mrr", "hits@1", "hits@3", "hits@10")
+
+
+@dataclass
+class TrainResult:
+    """Outcome of ``Trainer.fit``: status, best-validation metrics and their test metrics, timings."""
+
+    status: str
+    valid: dict[str, float] | None
+    test: dict[str, float] | None
+    best_step: int
+    steps: int
+    epochs: float
+    train_seconds: float
+    triples_per_second: float
+    stop_reason: str
+    message: str = ""
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``auto``/None -> CUDA when available, else CPU."""
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class Trainer:
+    """Train ``cfg`` on ``kg`` (a :class:`kgtuner.data.KnowledgeGraph`).
+
+    Parameters
+    ----------
+    cfg:
+        A :class:`TrainConfig` or a dict for ``TrainConfig.from_dict``.
+    kg:
+        The graph; ``kg.candidates`` selects the OGB protocol, ``kg.entity_types`` typed negatives.
+    filter_index:
+        :class:`kgtuner.data.FilterIndex` for filtered ranking (built from ``kg`` when needed).
+    device:
+        Overrides ``cfg.device``.
+    callback:
+        ``callback(report: dict) -> bool | None`` after each validation; True requests a stop.
+    should_stop:
+        ``should_stop() -> bool`` checked before every step (cheap, e.g. a wall-clock deadline);
+        True stops the run like a callback stop (status ``"stopped"``, best-validation state kept).
+    """
+
+    def __init__(self, cfg: TrainConfig | dict, kg, filter_index=None, device=None,
+                 callback: Callable[[dict], bool | None] | None = None,
+                 should_stop: Callable[[], bool] | None = None):
+        self.cfg = cfg if isinstance(cfg, TrainConfig) else TrainConfig.from_dict(cfg)
+        if isinstance(cfg, TrainConfig):
+            self.cfg.validate()
+        c = self.cfg
+        self.kg = kg
+        self.filter_index = filter_index
+        self.callback = callback
+        self.should_stop = should_stop
+        self.device = resolve_device(device if device is not None else c.device)
+        torch.manual_seed(c.seed)
+        name = sampler_name(c.negatives, getattr(kg, "entity_types", None), c.type_constrained)
+        self.sampler = SAMPLERS[name](kg.train, kg.num_entities, kg.num_relations,
+                                      num_negatives=c.negatives if c.sampled else 0,
+                                      entity_types=getattr(kg, "entity_types", None), device=self.device)
+        self.model = MODELS[c.model](kg.num_entities, kg.num_relations, c.dim, inverse=c.inverse,
+                                     dropout=c.dropout, sparse=self.sampler.sparse, options=c.model_options)
+        initialize(self.model, c.initializer)
+        self.model.to(self.device)
+        self.optimizers = make_optimizers(self.model, c.optimizer, c.lr)
+        self.loss_fn = make_loss(c.loss, gamma=c.gamma, adv_weight=c.adv_weight)
+        self.regularizer = REGULARIZERS[c.regularizer](c.reg_weight)
+        self.examples = self.sampler.examples().to(self.device)
+        full, rest = divmod(self.examples.shape[0], c.batch_size)
+        # a final batch of ONE example is dropped (batch norm, e.g. ConvE's, cannot train on it)
+        self.steps_per_epoch = max(1, full + (rest > 1))
+        self.generator = torch.Generator(device=self.device).manual_seed(c.seed)
+        self._amp = bool(c.amp)
+        # progress (everything below is checkpointed)
+        self.step = 0
+        self.epoch = 0
+        self.batch_in_epoch = 0
+        self.best_mrr = -math.inf
+        self.best_step = 0
+        self.best_valid: dict | None = None
+        self.best_state: dict | None = None
+        self.stalled = 0
+        self.lr_stalled = 0
+        self.last_eval_step = -1
+        self.history: list[dict] = []
+        self.train_seconds = 0.0
+        self.examples_seen = 0
+        self.loss_sum = 0.0
+        self.loss_count = 0
+        self._perm: torch.Tensor | None = None
+        self._perm_epoch = -1
+
+    # ------------------------------------------------------------------ training
+    def _epoch_perm(self) -> torch.Tensor:
+        if self._perm_epoch != self.epoch:
+            g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.epoch)
+            self._perm = torch.randperm(self.examples.shape[0], generator=g).to(self.device)
+            self._perm_epoch = self.epoch
+        return self._perm
+
+    def _train_step(self, batch: torch.Tensor) -> torch.Tensor:
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=True)
+        ctx = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self._amp else contextlib.nullcontext())
+        with ctx:
+            loss = self.sampler.loss(self.model, batch, self.loss_fn, self.generator)
+            reg = self.regularizer(self.model, *self.sampler.regularized_triples(batch))
+            if reg is not None:
+                loss = loss + reg
+        loss.backward()
+        for opt in self.optimizers:
+            opt.step()
+        return loss.detach()
+
+    def _budget_left(self) -> tuple[bool, str]:
+        c = self.cfg
+        if c.max_steps is not None and self.step >= c.max_steps:
+            return False, "max_steps"
+        if c.max_epochs is not None and self.epoch >= c.max_epochs:
+            return False, "max_epochs"
+        return True, ""
+
+    def fit(self) -> TrainResult:
+        """Train until the budget, early stopping, a callback stop or divergence; see module docstring."""
+        c = self.cfg
+        has_valid = len(self.kg.valid) > 0
+        stop_reason = ""
+        status = "ok"
+        message = ""
+        if has_valid and self.stalled >= c.patience:
+            stop_reason = "patience"
+        self.model.train()
+        check_every = 1 if self.device.type == "cpu" else 50
+        pending: list[torch.Tensor] = []
+        while not stop_reason:
+            ok, reason = self._budget_left()
+            if not ok:
+                stop_reason = reason
+                break
+            if self.should_stop is not None and self.should_stop():
+                stop_reason = "callback"
+                break
+            t0 = time.perf_counter()
+            perm = self._epoch_perm()
+            lo = self.batch_in_epoch * c.batch_size
+            idx = perm[lo:lo + c.batch_size]
+            loss = self._train_step(self.examples[idx])
+            pending.append(loss)
+            self.examples_seen += idx.shape[0]
+            self.step += 1
+            self.batch_in_epoch += 1
+            if self.batch_in_epoch >= self.steps_per_epoch:
+                self.epoch += 1
+                self.batch_in_epoch = 0
+            if len(pending) >= check_every or self.step % c.valid_every == 0:
+                diverged = self._absorb(pending)
+                pending = []
+                if diverged:
+                    self.train_seconds += time.perf_counter() - t0
+                    return self._diverged(f"training loss became {diverged} at step {self.step}")
+            self.train_seconds += time.perf_counter() - t0
+            if self.step % c.valid_every == 0 and has_valid:
+                verdict = self._validate()
+                if verdict == "diverged":
+                    return self._diverged(f"validation MRR is NaN at step {self.step}")
+                if verdict:
+                    stop_reason = verdict
+        if pending and (diverged := self._absorb(pending)):
+            return self._diverged(f"training loss became {diverged} at step {self.step}")
+        if stop_reason == "callback":
+            status = "stopped"
+        elif has_valid and self.last_eval_step != self.step:
+            verdict = self._validate(final=True)
+            if verdict == "diverged":
+                return self._diverged(f"validation MRR is NaN at step {self.step}")
+        test = None
+        if status == "ok":
+            test = self.evaluate_test()
+        return TrainResult(status=status, valid=self.best_valid, test=test, best_step=self.best_step,
+                           steps=self.step, epochs=self.epochs, train_seconds=self.train_seconds,
+                           triples_per_second=self.triples_per_second, stop_reason=stop_reason,
+                           message=message, history=list(self.history))
+
+    def _absorb(self, pending: list[torch.Tensor]) -> str | None:
+        """Add pending step losses to the running mean; return a description if they diverged."""
+        vals = torch.stack(pending).float().cpu()
+        bad = ~torch.isfinite(vals) | (vals.abs() > DIVERGED_LOSS)
+        if bool(bad.any()):
+            v = float(vals[bad][0])
+            return "NaN" if math.isnan(v) else f"{v:.3g}"
+        self.loss_sum += float(vals.sum())
+        self.loss_count += len(pending)
+        return None
+
+    def _diverged(self, message: str) -> TrainResult:
+        self.history.append({"step": self.step, "status": "diverged"})
+        return TrainResult(status="diverged", valid=None, test=None, best_step=self.best_step, steps=self.step,
+                           epochs=self.epochs, train_seconds=self.train_seconds,
+                           triples_per_second=self.triples_per_second, stop_reason="diverged",
+                           message=message, history=list(self.history))
+
+    @property
+    def epochs(self) -> float:
+        """Epochs done, with the fraction of the current one."""
+        return self.epoch + self.batch_in_epoch / self.steps_per_epoch
+
+    @property
+    def triples_per_second(self) -> float:
+        return self.examples_seen / self.train_seconds if self.train_seconds > 0 else 0.0
+
+    @property
+    def lr(self) -> float:
+        return self.optimizers[0].param_groups[0]["lr"]
+
+    # ---------------------------------------------------------------- validation
+    def evaluate(self, split: str, model=None) -> dict[str, float]:
+        """Metrics of ``model`` (default: current weights) on ``split`` (``valid``/``test``)."""
+        from kgtuner.kge import evaluation
+
+        model = model or self.model
+        triples = getattr(self.kg, split)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                cands = getattr(self.kg, "candidates", None)
+                if cands and split in cands:
+                    return evaluation.evaluate_ogb(model, triples, cands[split]["head_neg"], cands[split]["tail_neg"],
+                                                   self.kg.name, batch_size=self.cfg.eval_batch_size)
+                if self.filter_index is None:
+                    from kgtuner.data import FilterIndex
+
+                    self.filter_index = FilterIndex.from_graph(self.kg)
+                return evaluation.evaluate_filtered(model, triples, self.filter_index,
+                                                    batch_size=self.cfg.eval_batch_size)
+        finally:
+            model.train(was_training)
+
+    def _validate(self, final: bool = False) -> str:
+        """Validate, update best state / patience / lr, call back; return a stop reason or ''."""
+        metrics = {k: float(v) for k, v in self.evaluate("valid").items()}
+        self.last_eval_step = self.step
+        mrr = metrics["mrr"]
+        if math.isnan(mrr):
+            return "diverged"
+        improved = mrr > self.best_mrr
+        if improved:
+            self.best_mrr, self.best_step, self.best_valid = mrr, self.step, metrics
+            self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            self.stalled = self.lr_stalled = 0
+        else:
+            self.stalled += 1
+            self.lr_stalled += 1
+            if self.cfg.lr_patience and self.lr_stalled >= self.cfg.lr_patience:
+                scale_lr(self.optimizers, self.cfg.lr_factor)
+                self.lr_stalled = 0
+        mean_loss = self.loss_sum / self.loss_count if self.loss_count else float("nan")
+        self.loss_sum, self.loss_count = 0.0, 0
+        report = {"step": self.step, "epoch": self.epochs, "loss": mean_loss, "lr": self.lr,
+                  **{f"valid_{k}": v for k, v in metrics.items()},
+                  "best_valid_mrr": self.best_mrr, "best_step": self.best_step,
+                  "train_seconds": self.train_seconds, "triples_per_second": self.triples_per_second}
+        self.history.append(report)
+        reason = ""
+        if self.stalled >= self.cfg.patience:
+            reason = "patience"
+        if self.callback is not None and self.callback(dict(report)) and not final:
+            reason = "callback"
+        return reason
+
+    def best_model(self):
+        """The model with its best-validation weights loaded (the current model if never validated)."""
+        if self.best_state is not None:
+            self.model.load_state_dict(self.best_state)
+        return self.model
+
+    def evaluate_test(self) -> dict[str, float] | None:
+        """Test metrics of the best-validation weights (None when the graph has no test triples)."""
+        model = self.best_model()
+        if len(self.kg.test) == 0:
+            return None
+        return {k: float(v) for k, v in self.evaluate("test", model).items()}
+
+    # -------------------------------------------------------------- checkpointing
+    _PROGRESS = ("step", "epoch", "batch_in_epoch", "best_mrr", "best_step", "best_valid", "stalled",
+                 "lr_stalled", "last_eval_step", "history", "train_seconds", "examples_seen", "loss_sum",
+                 "loss_count")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue this run identically (weights, optimizers, RNGs, progress)."""
+        return {
+            "config": self.cfg.to_dict(),
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "optimizers": [copy.deepcopy(opt.state_dict()) for opt in self.optimizers],
+            "generator": self.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "best_state": self.best_state,
+            "progress": {k: getattr(self, k) for k in self._PROGRESS},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict`` taken from a trainer with the same configuration and graph."""
+        saved = TrainConfig.from_dict(state["config"])
+        for key in ("model", "dim", "negatives", "inverse", "optimizer", "model_options"):
+            if getattr(saved, key) != getattr(self.cfg, key):
+                raise ConfigError(f"checkpoint was made with {key}={getattr(saved, key)!r}, "
+                                  f"this trainer has {key}={getattr(self.cfg, key)!r}")
+        self.model.load_state_dict(state["model"])
+        for opt, sd in zip(self.optimizers, state["optimizers"]):
+            opt.load_state_dict(sd)
+        self.generator.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        self.best_state = state["best_state"]
+        for k, v in state["progress"].items():
+            setattr(self, k, v)
+        self._perm_epoch = -1
+
+
+def export_arrays(model, kg) -> dict[str, np.ndarray]:
+    """``embeddings.npz`` content: the model's arrays plus ``entity_names`` / ``relation_names``."""
+    out = dict(model.export_embeddings())
+    out["entity_names"] = np.asarray(kg.entities, dtype=str)
+    out["relation_names"] = np.asarray(kg.relations, dtype=str)
+    return out

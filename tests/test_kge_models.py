@@ -1,0 +1,160 @@
+"""Scoring functions against hand-computed tiny examples, and the scorer contract's consistency."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from kgtuner.errors import ConfigError
+from kgtuner.kge import MODELS
+from kgtuner.kge.models.conve import default_height
+
+
+def _set(model, ent, rel):
+    with torch.no_grad():
+        model.entity.weight.copy_(torch.tensor(ent, dtype=torch.float32))
+        model.relation.weight.copy_(torch.tensor(rel, dtype=torch.float32))
+    model.eval()
+    return model
+
+
+def _score(model, h, r, t):
+    with torch.no_grad():
+        return float(model.score_spo(torch.tensor([h]), torch.tensor([r]), torch.tensor([t]))[0])
+
+
+E2 = [[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]]
+
+
+def test_transe_l1_hand():
+    m = _set(MODELS["transe"](3, 1, 2), E2, [[0.5, 0.5]])
+    # -|1 + 0.5 - 0.5| - |2 + 0.5 - (-1)| = -1 - 3.5
+    assert _score(m, 0, 0, 1) == pytest.approx(-4.5)
+
+
+def test_distmult_hand():
+    m = _set(MODELS["distmult"](3, 1, 2), E2, [[2.0, -1.0]])
+    # 1*2*0.5 + 2*(-1)*(-1) = 1 + 2
+    assert _score(m, 0, 0, 1) == pytest.approx(3.0)
+
+
+def test_complex_hand():
+    # h = 1 + 2i, r = 3 - 1i, t = 0.5 - 1i (dim 2 = one complex number: [re | im])
+    m = _set(MODELS["complex"](3, 1, 2), E2, [[3.0, -1.0]])
+    h, r, t = complex(1, 2), complex(3, -1), complex(0.5, -1)
+    assert _score(m, 0, 0, 1) == pytest.approx((h * r * t.conjugate()).real)
+
+
+def test_rotate_hand():
+    theta = 0.7
+    m = _set(MODELS["rotate"](3, 1, 2), E2, [[theta]])
+    h, t = complex(1, 2), complex(0.5, -1)
+    expected = -abs(h * complex(math.cos(theta), math.sin(theta)) - t)
+    assert _score(m, 0, 0, 1) == pytest.approx(expected, abs=1e-5)
+
+
+def test_rescal_hand():
+    R = [[1.0, 2.0], [3.0, 4.0]]
+    m = _set(MODELS["rescal"](3, 1, 2), E2, [sum(R, [])])
+    h, t = E2[0], E2[1]
+    expected = sum(h[i] * R[i][k] * t[k] for i in range(2) for k in range(2))
+    assert _score(m, 0, 0, 1) == pytest.approx(expected)
+
+
+def test_tucker_hand():
+    m = _set(MODELS["tucker"](3, 1, 2), E2, [[0.5, -2.0]])
+    W = np.arange(8, dtype=np.float32).reshape(2, 2, 2) - 3.5   # W[j (relation), i (head), k (tail)]
+    with torch.no_grad():
+        m.core.copy_(torch.tensor(W))
+    h, r, t = E2[0], [0.5, -2.0], E2[1]
+    expected = sum(W[j, i, k] * h[i] * r[j] * t[k] for i in range(2) for j in range(2) for k in range(2))
+    assert _score(m, 0, 0, 1) == pytest.approx(expected, rel=1e-5)
+
+
+def test_autosf_hand():
+    structure = [[0, 0, 0, 1], [0, 0, 1, 1], [1, 1, 1, 1], [2, 3, 2, -1], [3, 2, 3, 1]]
+    ent = [[1.0, 2.0, 3.0, 4.0], [0.5, -1.0, 2.0, 1.0]]
+    rel = [[2.0, 1.0, -1.0, 3.0]]
+    m = _set(MODELS["autosf"](2, 1, 4, options={"structure": structure}), ent, rel)
+    h, r, t = ent[0], rel[0], ent[1]
+    expected = sum(s * h[i] * r[j] * t[k] for i, j, k, s in structure)
+    assert _score(m, 0, 0, 1) == pytest.approx(expected)
+
+
+def test_conve_matches_manual_forward():
+    torch.manual_seed(0)
+    m = MODELS["conve"](5, 2, 16, options={"batch_norm": False}).eval()
+    h, r, t = torch.tensor([1]), torch.tensor([0]), torch.tensor([3])
+    eh, er, et = m.entity(h), m.relation(r), m.entity(t)
+    img = torch.cat([eh.view(1, 1, 4, 4), er.view(1, 1, 4, 4)], dim=2)
+    x = torch.relu(m.conv(img)).flatten(1)
+    expected = (torch.relu(m.fc(x)) * et).sum()
+    assert m.score_spo(h, r, t)[0].item() == pytest.approx(expected.item(), rel=1e-5)
+    assert default_height(200) == 10 and default_height(2000) == 40 and default_height(100) == 10
+
+
+ALL = sorted(MODELS)
+
+
+def _model(name, inverse=False, n_ent=7, n_rel=3):
+    dim = 8
+    torch.manual_seed(1)
+    m = MODELS[name](n_ent, n_rel, dim, inverse=inverse)
+    with torch.no_grad():
+        m.entity.weight.normal_()
+        m.relation.weight.normal_()
+    return m.eval()
+
+
+@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("name", ALL)
+def test_contract_consistency(name, inverse):
+    m = _model(name, inverse)
+    h, r, t = torch.tensor([0, 3, 6]), torch.tensor([0, 2, 1]), torch.tensor([5, 3, 1])
+    with torch.no_grad():
+        spo = m.score_spo(h, r, t)
+        sp = m.score_sp(h, r)
+        assert sp.shape == (3, 7)
+        torch.testing.assert_close(sp[torch.arange(3), t], spo, rtol=1e-4, atol=1e-4)
+        cand = torch.tensor([1, 5, 2])
+        torch.testing.assert_close(m.score_sp(h, r, cand), sp[:, cand], rtol=1e-4, atol=1e-4)
+        per_row = torch.tensor([[1, 2], [3, 4], [6, 0]])
+        torch.testing.assert_close(m.score_sp(h, r, per_row), sp.gather(1, per_row), rtol=1e-4, atol=1e-4)
+        po = m.score_po(r, t)
+        assert po.shape == (3, 7)
+        torch.testing.assert_close(m.score_po(r, t, per_row), po.gather(1, per_row), rtol=1e-4, atol=1e-4)
+        if m.inverse:
+            torch.testing.assert_close(po, m.score_sp(t, r + m.num_relations), rtol=1e-4, atol=1e-4)
+        else:
+            torch.testing.assert_close(po[torch.arange(3), h], spo, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_export_shapes(name):
+    m = _model(name, inverse=True)
+    out = m.export_embeddings()
+    assert out["entity"].shape == (7, 8)
+    assert out["relation"].shape[0] == 6
+    if name == "rotate":
+        re, im = np.split(out["relation"], 2, axis=1)
+        np.testing.assert_allclose(re ** 2 + im ** 2, 1.0, rtol=1e-5)
+    if name == "rescal":
+        assert out["relation"].shape == (6, 8, 8)
+
+
+@pytest.mark.parametrize("name,dim", [("complex", 201), ("rotate", 7), ("autosf", 10)])
+def test_bad_dims(name, dim):
+    with pytest.raises(ConfigError, match=f"dim={dim}"):
+        MODELS[name].check_options(dim, {})
+
+
+def test_bad_options():
+    with pytest.raises(ConfigError, match="unknown option"):
+        MODELS["complex"].check_options(10, {"foo": 1})
+    with pytest.raises(ConfigError, match="structure"):
+        MODELS["autosf"].check_options(8, {"structure": [[0, 0, 5, 1]]})
+    with pytest.raises(ConfigError, match="tucker"):
+        MODELS["tucker"].check_options(2000, {})

@@ -1,0 +1,136 @@
+"""Operations on a real local Ray: connect_ray's banner, dashboard token auth, kgtuner_ metrics export."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from kgtuner.tune import metrics as km
+from kgtuner.tune import ray_cluster as rc
+
+pytestmark = pytest.mark.slow
+
+
+def _get(url: str, headers: dict | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def _scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """Prometheus text -> {(series name, sorted kgtuner-relevant labels): value} for ray_kgtuner_* series."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _, body = _get(url)
+    out = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if sample.name.startswith("ray_kgtuner_"):
+                labels = tuple(sorted((k, v) for k, v in sample.labels.items()
+                                      if k in ("experiment", "stage", "state", "trial_id")))
+                out[(sample.name, labels)] = sample.value
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import ray
+
+    info = rc.connect_ray({"num_cpus": 1, "num_gpus": 2}, print_banner=False)
+    try:
+        yield info
+    finally:
+        ray.shutdown()
+
+
+def test_connect_ray_local_start_describes_the_cluster(local_ray, capsys):
+    info = local_ray
+    assert info.started_here and info.num_gpus == 2 and info.num_cpus == 1
+    assert info.dashboard_url.startswith("http://127.0.0.1:")
+    assert len(info.node_ids) == 1 and info.metrics_export_port
+    assert info.auth_enabled and info.token_source
+    text = info.banner()
+    assert info.dashboard_url in text and "Authorization: Bearer" in text and "ray_kgtuner_" in text
+    # connecting again reuses the running Ray
+    again = rc.connect_ray({"num_cpus": 1}, print_banner=True)
+    assert again.address == info.address and not again.started_here
+    assert info.dashboard_url in capsys.readouterr().out
+
+
+def test_dashboard_api_needs_the_token(local_ray):
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class KGTunerProbe:
+        def ping(self):
+            return "pong"
+
+    probe = KGTunerProbe.options(name="kgtuner_probe_actor").remote()
+    assert ray.get(probe.ping.remote()) == "pong"
+    base = local_ray.dashboard_url
+    for path in ("/api/jobs/", "/api/v0/actors"):
+        status, _ = _get(base + path)
+        assert status == 401, f"{path} answered {status} without a token"
+        status, _ = _get(base + path, {"Authorization": "Bearer not-the-token"})
+        assert status == 403
+    status, body = _get(base + "/api/v0/actors?limit=1000", rc.auth_headers())
+    assert status == 200
+    actors = json.loads(body)["data"]["result"]["result"]
+    assert any(a.get("name") == "kgtuner_probe_actor" and a.get("state") == "ALIVE" for a in actors)
+    status, body = _get(base + "/api/jobs/", rc.auth_headers())
+    assert status == 200 and any(job["type"] == "DRIVER" for job in json.loads(body))
+    ray.kill(probe)
+
+
+def test_metrics_export_serves_kgtuner_gauges(local_ray):
+    import ray
+
+    exp = km.ExperimentMetrics("opstest")
+    exp.set_stage(2)
+    exp.best_mrr(0.31, stage=1)
+    exp.best_mrr(0.42, stage=2)
+    exp.best_mrr(0.40, stage=2)
+    exp.trials(running=2, finished=5, failed=1)
+    exp.budget_used(0.5)
+
+    @ray.remote(num_gpus=1)
+    class Trial:  # a trial-side process, as inside a Tune trainable
+        def report(self):
+            t = km.TrialMetrics("trial_7", stage=2, experiment="opstest")
+            t.valid_mrr(0.42)
+            t.throughput(5000.0)
+            return True
+
+    trial = Trial.remote()
+    assert ray.get(trial.report.remote())
+    expected = {
+        ("ray_kgtuner_stage", (("experiment", "opstest"),)): 2.0,
+        ("ray_kgtuner_best_valid_mrr", (("experiment", "opstest"), ("stage", "all"))): 0.42,
+        ("ray_kgtuner_best_valid_mrr", (("experiment", "opstest"), ("stage", "1"))): 0.31,
+        ("ray_kgtuner_best_valid_mrr", (("experiment", "opstest"), ("stage", "2"))): 0.42,
+        ("ray_kgtuner_trials", (("experiment", "opstest"), ("state", "finished"))): 5.0,
+        ("ray_kgtuner_trials", (("experiment", "opstest"), ("state", "failed"))): 1.0,
+        ("ray_kgtuner_budget_used_fraction", (("experiment", "opstest"),)): 0.5,
+        ("ray_kgtuner_trial_valid_mrr", (("experiment", "opstest"), ("stage", "2"), ("trial_id", "trial_7"))): 0.42,
+        ("ray_kgtuner_trial_throughput_triples_per_second",
+         (("experiment", "opstest"), ("stage", "2"), ("trial_id", "trial_7"))): 5000.0,
+    }
+    deadline = time.monotonic() + 45  # Ray exports about every 10 s
+    seen = {}
+    while time.monotonic() < deadline:
+        seen = _scrape(local_ray.metrics_url)
+        if all(key in seen for key in expected):
+            break
+        time.sleep(2)
+    missing = [key for key in expected if key not in seen]
+    assert not missing, f"not exported after 45 s: {missing}; seen {sorted(seen)}"
+    for key, value in expected.items():
+        assert seen[key] == pytest.approx(value), key
+    ray.kill(trial)

@@ -1,0 +1,61 @@
+"""The live experiment of this driver process, reachable from objects Tune pickles and restores.
+
+Tune pickles the searcher and the callbacks into its experiment state and unpickles copies on
+``Tuner.restore``; those copies find the running coordinator (its budget clock and its event
+handlers) here rather than holding references to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ACTIVE: Any = None
+
+
+def activate(coordinator: Any) -> None:
+    """Make ``coordinator`` the live experiment of this process."""
+    global _ACTIVE
+    _ACTIVE = coordinator
+
+
+def deactivate(coordinator: Any) -> None:
+    """Forget ``coordinator`` (only if it is the live one)."""
+    global _ACTIVE
+    if _ACTIVE is coordinator:
+        _ACTIVE = None
+
+
+def active() -> Any:
+    """The live coordinator, or None."""
+    return _ACTIVE
+
+
+def clock():
+    """The live budget clock, or None outside an experiment."""
+    return getattr(_ACTIVE, "clock", None)
+
+
+def _call(name: str, *args) -> None:
+    handler = getattr(_ACTIVE, name, None)
+    if handler is not None:
+        handler(*args)
+
+
+def stage1_ended() -> None:
+    """Stage 1 stopped suggesting (its running trials are finishing)."""
+    _call("on_stage1_ended")
+
+
+def stage_switched(top: list, candidates: list) -> None:
+    """Stage 2 starts with ``candidates`` expanded from the ``top`` stage-1 configurations."""
+    _call("on_stage_switched", top, candidates)
+
+
+def stage2_impossible(message: str) -> None:
+    """Stage 2 cannot start (no successful stage-1 trial)."""
+    _call("on_stage2_impossible", message)
+
+
+def search_finished() -> None:
+    """The searcher answered FINISHED: the budget is spent (or the candidates exhausted)."""
+    _call("on_search_finished")

@@ -1,0 +1,55 @@
+"""``ProgressCallback``: a Tune callback that forwards trial events to the live coordinator.
+
+It holds no state of its own (Tune pickles it into the experiment state), so a restored
+experiment's copy reports to the new coordinator through :mod:`kgtuner.tune.context`.
+"""
+
+from __future__ import annotations
+
+from ray.tune import Callback
+
+from kgtuner.tune import context
+
+
+def trial_error_text(trial) -> str:
+    """The error message Tune recorded for ``trial`` (last line of its traceback)."""
+    text = None
+    getter = getattr(trial, "get_error", None)
+    if getter is not None:
+        try:
+            err = getter()
+            text = None if err is None else str(err)
+        except Exception:  # noqa: BLE001 - error file may be gone
+            text = None
+    text = text or str(getattr(trial, "error_msg", "") or "trial errored (see its error.txt)")
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else text)[:2000]
+
+
+class ProgressCallback(Callback):
+    """Forwards ``on_trial_*`` events and loop ticks to the coordinator."""
+
+    def on_step_end(self, iteration, trials, **info):
+        coordinator = context.active()
+        if coordinator is not None:
+            coordinator.on_tick(trials)
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        coordinator = context.active()
+        if coordinator is not None:
+            coordinator.on_trial_start(trial)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        coordinator = context.active()
+        if coordinator is not None:
+            coordinator.on_trial_result(trial, result)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        coordinator = context.active()
+        if coordinator is not None:
+            coordinator.on_trial_end(trial, error=None)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        coordinator = context.active()
+        if coordinator is not None:
+            coordinator.on_trial_end(trial, error=trial_error_text(trial))

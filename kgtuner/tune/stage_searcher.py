@@ -1,0 +1,230 @@
+"""``StagedSearcher``: the coordinator's searcher, running KGTuner's two stages inside one Tune run.
+
+* Stage 1: suggestions of the stage-1 searcher (RF+BORE over the decoupled space), tagged
+  ``stage=1`` (trained on the subgraph), until the stage-1 deadline (B/2 of active time) or its
+  trial count.
+* Switch (at the deadline): no new stage-1 trial; running stage-1 trials stop themselves before
+  their next step and are recorded as ``stopped``, ranked with their best validation MRR so far
+  (the last value they reported). The top-k stage-1 configurations are expanded in batch x dim and
+  a *fresh* RF+BORE in finite-candidate mode is built over them at once, so stage-2 trials are
+  queued while the stage-1 trials wind down and take over their actors as they finish.
+* Stage 2: its suggestions, tagged ``stage=2`` (trained on the full graph), until B or until the
+  candidates are exhausted; then ``FINISHED``.
+
+One-stage baselines use the same class with ``two_stage=False`` (stage 1 on the full graph, whole
+budget). Keeping both stages in one Tune run lets the trial actors (``reuse_actors``) serve both
+stages, so the switch costs no new worker start-up. (Tune keeps a finished trial's actor only
+while another trial is queued for it; hence stage 2 is queued at the switch instead of after the
+stage-1 trials have drained, and this searcher limits concurrency itself -- stage-1 trials that are
+stopping do not count against stage 2 -- rather than through Ray's ConcurrencyLimiter.)
+
+The coordinator owns the budget (Ray Tune cannot resume a run ended by ``time_budget_s`` or a
+stopper), so the run ends by this searcher answering ``FINISHED``. The searcher is pickled into
+Tune's experiment state; it reaches the live budget clock and the coordinator through
+:mod:`kgtuner.tune.context`, so a restored experiment uses the new session's clock. A trial the
+trainable reports as failed is passed to the inner searcher as *errored* (recorded as worst).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from typing import Any, Callable
+
+from ray import cloudpickle
+from ray.tune.search import Searcher
+
+from kgtuner.tune import context
+
+
+def _is_failed(result: dict | None, metric: str) -> bool:
+    if result is None or result.get("trial_status") == "failed":
+        return True
+    value = result.get(metric)
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+class StagedSearcher(Searcher):
+    """Run ``stage1`` until ``stage1_end_s``, then (two-stage) a stage-2 searcher until ``end_s``.
+
+    Args:
+        stage1: the stage-1 (or only) searcher.
+        stage2_factory: ``f(candidates) -> Searcher`` building the stage-2 searcher (two-stage only;
+            must be picklable, e.g. a ``functools.partial``).
+        expand: ``f(top_configs) -> candidates`` (two-stage only; picklable).
+        two_stage: False for one-stage baselines.
+        stage1_end_s / end_s: active seconds at which stage 1 / the search stop suggesting.
+        stage1_trials / stage2_trials: trial counts under a trial budget (None for a time budget).
+        top_k: stage-1 configurations carried into stage 2.
+        max_concurrent: trials of the current stage running at once (None: no limit).
+    """
+
+    def __init__(self, stage1: Searcher, *, two_stage: bool = True, stage2_factory: Callable | None = None,
+                 expand: Callable | None = None, stage1_end_s: float = math.inf, end_s: float = math.inf,
+                 stage1_trials: int | None = None, stage2_trials: int | None = None, top_k: int = 10,
+                 max_concurrent: int | None = None, metric: str = "valid_mrr", mode: str = "max"):
+        super().__init__(metric=metric, mode=mode)
+        if two_stage and (stage2_factory is None or expand is None):
+            raise ValueError("two_stage needs stage2_factory and expand")
+        self.inner1 = stage1
+        self.inner2: Searcher | None = None
+        self.two_stage = bool(two_stage)
+        self.stage2_factory = stage2_factory
+        self.expand = expand
+        self.stage1_end_s = float(stage1_end_s if two_stage else end_s)
+        self.end_s = float(end_s)
+        self.limits = {1: stage1_trials, 2: stage2_trials}
+        self.top_k = int(top_k)
+        self.max_concurrent = None if max_concurrent is None else int(max_concurrent)
+        self.latest: dict[str, float] = {}  # running trial -> best metric reported so far
+        self.phase: int | str = 1         # 1, "switch", 2, "done"
+        self.suggested = {1: 0, 2: 0}
+        self.trial_stage: dict[str, int] = {}
+        self.configs: dict[str, dict] = {}
+        self.running: set[str] = set()
+        self.stage1_scores: dict[str, tuple[dict, float]] = {}
+        self.top: list[dict] = []
+        self.candidates: list[dict] = []
+
+    # ---- helpers ---------------------------------------------------------------------------
+    @staticmethod
+    def _elapsed() -> float:
+        clock = context.clock()
+        return clock.elapsed() if clock is not None else 0.0
+
+    def _stage_over(self, stage: int) -> bool:
+        limit = self.limits[stage]
+        if limit is not None and self.suggested[stage] >= limit:
+            return True
+        return self._elapsed() >= (self.stage1_end_s if stage == 1 else self.end_s)
+
+    def top_configs(self) -> list[dict]:
+        """The ``top_k`` best distinct stage-1 configurations by validation MRR: finished trials by
+        their final result, still-running ones by the best value they reported so far."""
+        scores = dict(self.stage1_scores)
+        for tid, value in self.latest.items():
+            if tid not in scores and tid in self.running and self.trial_stage.get(tid) == 1:
+                scores[tid] = (self.configs[tid], value)
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1][1], kv[0]))
+        out: list[dict] = []
+        for _, (cfg, _) in ranked:
+            if cfg not in out:
+                out.append(cfg)
+            if len(out) == self.top_k:
+                break
+        return out
+
+    def _finish(self):
+        self.phase = "done"
+        context.search_finished()
+        return Searcher.FINISHED
+
+    def _switch(self) -> None:
+        """Stage 1 is over: build the stage-2 candidates and searcher (or wait for a first result)."""
+        top = self.top_configs()
+        if not top:
+            if any(self.trial_stage.get(t) == 1 for t in self.running):
+                return  # nothing reported yet: wait for the stopping stage-1 trials' final results
+            context.stage2_impossible("stage 1 produced no successful trial, so there is nothing to fine-tune; "
+                                      "see the errors in trials.parquet")
+            self._finish()
+            return
+        self.top = top
+        self.candidates = list(self.expand(self.top))
+        self.inner2 = self.stage2_factory(self.candidates)
+        self.phase = 2
+        context.stage_switched(self.top, self.candidates)
+
+    # ---- Searcher API ----------------------------------------------------------------------
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        # The inner searchers were built with their spaces, metric and mode; Tune's (empty)
+        # param_space must not replace them.
+        return True
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        self.max_concurrent = int(max_concurrent)
+        return True
+
+    def suggest(self, trial_id: str):
+        if self.phase == "done":
+            return Searcher.FINISHED
+        if self.phase == 1 and self._stage_over(1):
+            if not self.two_stage:
+                return self._finish()
+            self.phase = "switch"
+            context.stage1_ended()
+        if self.phase == "switch":
+            self._switch()
+            if self.phase == "done":
+                return Searcher.FINISHED
+            if self.phase != 2:
+                return None
+        stage = 1 if self.phase == 1 else 2
+        if stage == 2 and self._stage_over(2):
+            return self._finish()
+        if self.max_concurrent is not None and sum(
+                1 for t in self.running if self.trial_stage.get(t) == stage) >= self.max_concurrent:
+            return None
+        inner = self.inner1 if stage == 1 else self.inner2
+        config = inner.suggest(trial_id)
+        if config is None:
+            return None
+        if config == Searcher.FINISHED:  # e.g. the stage-2 candidates are exhausted
+            if stage == 1 and self.two_stage:
+                self.phase = "switch"
+                context.stage1_ended()
+                return None
+            return self._finish()
+        index = self.suggested[1] + self.suggested[2]
+        self.suggested[stage] += 1
+        self.trial_stage[trial_id] = stage
+        self.configs[trial_id] = dict(config)
+        self.running.add(trial_id)
+        return {**config, "stage": stage, "trial_index": index}
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        stage = self.trial_stage.get(trial_id)
+        value = result.get(self.metric)
+        if isinstance(value, (int, float)) and not math.isnan(value) and result.get("trial_status") != "failed":
+            self.latest[trial_id] = float(value)
+        inner = self.inner1 if stage == 1 else self.inner2
+        if inner is not None:
+            inner.on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        stage = self.trial_stage.get(trial_id)
+        self.running.discard(trial_id)
+        self.latest.pop(trial_id, None)
+        inner = self.inner1 if stage == 1 else self.inner2
+        if inner is None:
+            return
+        failed = error or _is_failed(result, self.metric)
+        if failed:
+            inner.on_trial_complete(trial_id, result=None, error=True)
+            return
+        inner.on_trial_complete(trial_id, result=result, error=False)
+        if stage == 1 and trial_id in self.configs:
+            self.stage1_scores[trial_id] = (self.configs[trial_id], float(result[self.metric]))
+
+    # ---- state -----------------------------------------------------------------------------
+    _STATE = ("two_stage", "stage1_end_s", "end_s", "limits", "top_k", "max_concurrent", "latest", "phase",
+              "suggested", "trial_stage", "configs", "running", "stage1_scores", "top", "candidates")
+
+    def get_state(self) -> dict[str, Any]:
+        return {"own": {k: getattr(self, k) for k in self._STATE},
+                # cloudpickle: inner searchers may hold closures (e.g. Optuna's define-by-run space)
+                "inner1": cloudpickle.dumps(self.inner1), "inner2": cloudpickle.dumps(self.inner2)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for key, value in state["own"].items():
+            setattr(self, key, value)
+        self.inner1 = cloudpickle.loads(state["inner1"])
+        self.inner2 = cloudpickle.loads(state["inner2"])
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as fh:
+            pickle.dump(self.get_state(), fh)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as fh:
+            self.set_state(pickle.load(fh))

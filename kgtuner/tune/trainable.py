@@ -1,0 +1,256 @@
+"""The Ray Tune function trainable: train one configuration with the engine, report every validation.
+
+Build it with :func:`make_trainable`, which wraps :func:`kgtuner_trial` in ``tune.with_parameters``
+so the graph arrays go into Ray's object store once (by the driver) and every trial gets a
+zero-copy view; each worker process rebuilds the ``KnowledgeGraph``/``FilterIndex`` once and keeps
+it for the next trial it runs (``reuse_actors``).
+
+Reported metrics (after each validation, with a checkpoint so the trial can be restored):
+``valid_mrr`` (best so far, the searcher's metric), ``valid_hits@k`` (of that best validation),
+``last_valid_mrr``, ``step``, ``stage``, ``node``, ``gpu``; the last report adds ``test_*`` where
+computed, ``trial_status`` (ok/stopped/failed), ``error`` and ``done``.
+
+Failure policy: an exception raised by training (bad configuration, CUDA out-of-memory, ...) is
+deterministic, so it is *caught*, reported as ``trial_status="failed"`` with its message, and not
+retried; an infrastructure failure (the worker or its node dies) surfaces as a Tune trial error and
+is retried up to ``trial.max_failures`` times.
+
+Stage deadline policy: a stage-1 trial still running when stage 1 ends (B/2) stops before its
+next training step (the engine's ``should_stop`` hook) and is recorded as ``stopped`` with its
+best validation MRR so far (one validation on the subgraph is run at the stop if it trained but
+never validated); a stage-2 trial still running at B likewise, with the test metrics of its
+best-validation state.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+#: Config keys the coordinator adds to a searcher's suggestion (not hyper-parameters).
+META_KEYS = ("stage", "trial_index")
+STATE_FILE = "trainer_state.pt"
+_GRAPH_CACHE: dict[str, tuple[Any, Any]] = {}
+
+
+class InjectedFailure(RuntimeError):
+    """Raised on purpose by the test-only ``trial.inject_failures`` option."""
+
+
+def split_config(config: dict) -> tuple[dict, dict]:
+    """(hyper-parameters, coordinator meta data) of a trial config."""
+    hp = {k: v for k, v in config.items() if k not in META_KEYS}
+    meta = {k: config[k] for k in META_KEYS if k in config}
+    return hp, meta
+
+
+def _graph(key: str, arrays: dict[str, np.ndarray]):
+    """The KnowledgeGraph and FilterIndex for ``arrays``, built once per worker process."""
+    cached = _GRAPH_CACHE.get(key)
+    if cached is None:
+        from kgtuner.data import FilterIndex, KnowledgeGraph
+
+        kg = KnowledgeGraph.from_arrays(arrays)
+        if len(_GRAPH_CACHE) >= 2:  # the subgraph and the full graph at most
+            _GRAPH_CACHE.clear()
+        cached = _GRAPH_CACHE[key] = (kg, FilterIndex.from_graph(kg))
+    return cached
+
+
+def _metric_dict(report: dict, prefix: str) -> dict | None:
+    """``{"mrr", "hits@1", ...}`` from an engine report/result in any of its shapes, or None."""
+    for key in (prefix, f"{prefix}_metrics"):
+        value = report.get(key) if isinstance(report, dict) else getattr(report, key, None)
+        if isinstance(value, dict) and value.get("mrr") is not None:
+            return {k: float(v) for k, v in value.items() if isinstance(v, (int, float))}
+    flat = {k[len(prefix) + 1:]: v for k, v in (report.items() if isinstance(report, dict) else [])
+            if k.startswith(prefix + "_")}
+    return flat if flat.get("mrr") is not None else None
+
+
+def _thread_count() -> int:
+    """torch threads = this trial's CPU share (at least 1)."""
+    try:
+        import ray
+
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)
+    except Exception:  # noqa: BLE001 - outside Ray (unit tests): one thread
+        cpus = 1.0
+    return max(1, int(math.floor(cpus + 1e-9)))
+
+
+def _placement() -> tuple[str, str]:
+    """(node, gpu) this trial runs on; gpu is "cpu" when no GPU is assigned."""
+    try:
+        import ray
+
+        node = ray.util.get_node_ip_address()
+        gpus = ray.get_gpu_ids()
+    except Exception:  # noqa: BLE001
+        node, gpus = os.uname().nodename, []
+    return str(node), ",".join(str(g) for g in gpus) if gpus else "cpu"
+
+
+def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, stages: dict, model: str,
+                  checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
+                  experiment: str = "kgtuner") -> None:
+    """Ray Tune function trainable: train ``config`` on its stage's graph and report each validation.
+
+    ``graph_1``/``graph_2``: ``KnowledgeGraph.to_arrays()`` of the graph of stage 1 / stage 2;
+    ``stages[s]``: ``{"graph_key", "controls", "deadline_unix"}`` of stage ``s`` (the trial's
+    ``config["stage"]``). A validation report carries a checkpoint when ``checkpoint_every_s``
+    seconds passed since the last one (0: every validation; None: never).
+    """
+    started_unix = time.time()
+    t0 = time.perf_counter()
+    timing = {"setup_s": 0.0, "fit_s": 0.0, "train_s": 0.0}
+    import torch
+    from ray import tune
+
+    from kgtuner.kge import TrainConfig, Trainer
+    from kgtuner.tune.metrics import TrialMetrics
+
+    torch.set_num_threads(_thread_count())
+    hp, meta = split_config(config)
+    stage = int(meta.get("stage", 2))
+    spec = stages[stage]
+    graph, graph_key, controls = (graph_1 if stage == 1 else graph_2), spec["graph_key"], spec["controls"]
+    deadline_unix = float(spec.get("deadline_unix", math.inf))
+    node, gpu = _placement()
+    trial_id = tune.get_context().get_trial_id() or "trial"
+    gauges = TrialMetrics(trial_id, stage, experiment=experiment)
+    best: dict[str, Any] = {"valid": None, "step": 0}
+    stopped_by_deadline = False
+    last_ckpt = [time.monotonic()]
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")  # zero-copy graph views
+
+    def base_report() -> dict:
+        valid = best["valid"] or {}
+        out = {"stage": stage, "graph": graph_key.rsplit(":", 1)[0], "node": node, "gpu": gpu,
+               "step": best["step"], "done": False,
+               "valid_mrr": valid.get("mrr", float("nan"))}
+        for k in ("hits@1", "hits@3", "hits@10"):
+            out[f"valid_{k}"] = valid.get(k, float("nan"))
+        return out
+
+    def final(status: str, error: str | None = None, test: dict | None = None) -> None:
+        out = base_report()
+        out.update(done=True, trial_status=status, error=error or "", started_unix=started_unix,
+                   ended_unix=time.time(),
+                   total_s=time.perf_counter() - t0, **timing)
+        for k, v in (test or {}).items():
+            out[f"test_{k}"] = v
+        tune.report(out)
+
+    if time.time() >= deadline_unix:
+        final("stopped", "stage ended before the trial started")
+        return
+    try:
+        if int(meta.get("trial_index", -1)) in set(inject_failures):
+            raise InjectedFailure(f"injected failure for trial number {meta['trial_index']} "
+                                  "(test-only option trial.inject_failures)")
+        kg, filter_index = _graph(graph_key, graph)
+        cfg = TrainConfig.from_dict({**controls, **hp, "model": model})
+        trainer_box: dict[str, Any] = {}
+
+        def on_validation(report: dict) -> bool:
+            nonlocal stopped_by_deadline
+            valid = _metric_dict(report, "valid")
+            step = int(report.get("step", best["step"]) or 0)
+            if valid is not None and (best["valid"] is None or valid["mrr"] > best["valid"]["mrr"]):
+                best["valid"] = valid
+            best["step"] = step
+            out = base_report()
+            out["last_valid_mrr"] = valid["mrr"] if valid else float("nan")
+            if valid:
+                gauges.valid_mrr(valid["mrr"])
+            tps = report.get("triples_per_second")
+            if tps:
+                gauges.throughput(tps)
+            due = checkpoint_every_s is not None and time.monotonic() - last_ckpt[0] >= checkpoint_every_s
+            if due and "trainer" in trainer_box:
+                last_ckpt[0] = time.monotonic()
+                with tempfile.TemporaryDirectory() as tmp:
+                    torch.save({"trainer": trainer_box["trainer"].state_dict(), "best": dict(best)},
+                               os.path.join(tmp, STATE_FILE))
+                    tune.report(out, checkpoint=tune.Checkpoint.from_directory(tmp))
+            else:
+                tune.report(out)
+            if time.time() >= deadline_unix:
+                stopped_by_deadline = True
+                return True
+            return False
+
+        def past_deadline() -> bool:
+            nonlocal stopped_by_deadline
+            if time.time() >= deadline_unix:
+                stopped_by_deadline = True
+            return stopped_by_deadline
+
+        trainer = Trainer(cfg, kg, filter_index=filter_index, callback=on_validation, should_stop=past_deadline)
+        trainer_box["trainer"] = trainer
+        restored = tune.get_checkpoint()
+        if restored is not None:
+            with restored.as_directory() as d:
+                state = torch.load(os.path.join(d, STATE_FILE), map_location="cpu", weights_only=False)
+            trainer.load_state_dict(state["trainer"])
+            best.update(state["best"])
+        t_fit = time.perf_counter()
+        timing["setup_s"] = t_fit - t0
+        result = trainer.fit()
+        timing["fit_s"] = time.perf_counter() - t_fit
+        timing["train_s"] = float(getattr(result, "train_seconds", 0.0) or 0.0)
+    except Exception as exc:  # noqa: BLE001 - any training error is this trial's failure, not the run's
+        if isinstance(exc, torch.cuda.OutOfMemoryError) and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        final("failed", f"{type(exc).__name__}: {exc}".strip()[:2000])
+        return
+    valid = _metric_dict(result, "valid")
+    if valid is not None and (best["valid"] is None or valid["mrr"] >= best["valid"]["mrr"]):
+        best["valid"] = valid
+    status = str(getattr(result, "status", "ok"))
+    if status not in ("ok", "stopped"):
+        final("failed", f"training ended with status '{status}': {getattr(result, 'message', '')}".strip(": "))
+        return
+    if status == "stopped" and stage == 1 and best["valid"] is None and int(getattr(result, "steps", 0) or 0) > 0:
+        # stopped at the switch before its first validation: validate once (the subgraph's small
+        # valid split), so the stage-1 ranking has a value for every trial that trained
+        try:
+            best["valid"] = {k: float(v) for k, v in trainer.evaluate("valid").items()}
+            best["step"] = int(result.steps)
+        except Exception as exc:  # noqa: BLE001
+            final("failed", f"validation failed: {type(exc).__name__}: {exc}")
+            return
+    test = _metric_dict(result, "test")
+    if test is None and status == "stopped" and best["valid"] is not None:
+        # stopped at the stage deadline: test metrics of the best-validation state, as for finished trials
+        try:
+            test = trainer.evaluate_test()
+        except Exception as exc:  # noqa: BLE001
+            final("failed", f"test evaluation failed: {type(exc).__name__}: {exc}")
+            return
+    final("stopped" if stopped_by_deadline else "ok", None, test)
+
+
+def make_trainable(*, graph_1, graph_2, stages: dict, model: str, resources: dict,
+                   checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
+                   experiment: str = "kgtuner"):
+    """``kgtuner_trial`` bound to the graphs of both stages and to per-trial resources.
+
+    ``graph_1``/``graph_2`` are ``ObjectRef``s of the graphs' ``to_arrays()`` from one ``ray.put``
+    each by the driver (``tune.with_parameters`` keeps a ref as it is, so every Tune run and
+    every trial shares that one copy in the object store; numpy arrays arrive zero-copy).
+    """
+    from ray import tune
+
+    fn = tune.with_parameters(kgtuner_trial, graph_1=graph_1, graph_2=graph_2,
+                              stages={int(k): dict(v) for k, v in stages.items()}, model=model,
+                              checkpoint_every_s=checkpoint_every_s, inject_failures=tuple(inject_failures),
+                              experiment=experiment)
+    return tune.with_resources(fn, resources)

@@ -1,0 +1,150 @@
+"""Unit tests of the coordinator's StagedSearcher: stage deadline, switch, top-k expansion, state."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from ray.tune.search import Searcher
+
+from kgtuner.search import load_space, make_searcher
+from kgtuner.tune import context
+from kgtuner.tune.budget import BudgetClock
+from kgtuner.tune.searchers import _expand, _stage2_searcher
+from kgtuner.tune.stage_searcher import StagedSearcher
+
+import functools
+
+
+class FakeTimer:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class Recorder:
+    """A minimal live coordinator: a budget clock on a fake timer, plus the events it receives."""
+
+    def __init__(self):
+        self.timer = FakeTimer()
+        self.clock = BudgetClock(timer=self.timer)
+        self.events = []
+
+    def on_stage1_ended(self):
+        self.events.append("stage1_ended")
+
+    def on_stage_switched(self, top, candidates):
+        self.events.append(("switched", len(top), len(candidates)))
+
+    def on_stage2_impossible(self, message):
+        self.events.append(("impossible", message))
+
+    def on_search_finished(self):
+        self.events.append("finished")
+
+
+@pytest.fixture
+def live():
+    rec = Recorder()
+    context.activate(rec)
+    yield rec
+    context.deactivate(rec)
+
+
+def _searcher(space, top_k=3, two_stage=True, max_concurrent=4, **kw):
+    stage1 = make_searcher({"name": "random"}, space, seed=0, max_concurrent=max_concurrent)
+    return StagedSearcher(
+        stage1, two_stage=two_stage, top_k=top_k, max_concurrent=max_concurrent,
+        stage2_factory=functools.partial(_stage2_searcher, search_cfg={"name": "kgtuner"}, space=space,
+                                         max_concurrent=max_concurrent, seed=1),
+        expand=functools.partial(_expand, space=space), **kw)
+
+
+@pytest.fixture
+def space():
+    return load_space("decoupled", model="complex", dataset="demo")
+
+
+def _strip(c):
+    return {k: v for k, v in c.items() if k not in ("stage", "trial_index", "batch_size", "dim")}
+
+
+def test_two_stages_switch_at_the_deadline_ranking_running_trials_by_their_reports(live, space):
+    s = _searcher(space, stage1_end_s=10, end_s=20)
+    ids = [f"t{i}" for i in range(4)]
+    configs = {tid: s.suggest(tid) for tid in ids}
+    assert all(c["stage"] == 1 and c["batch_size"] == 128 and c["dim"] == 100 for c in configs.values())
+    assert [c["trial_index"] for c in configs.values()] == list(range(4))
+    assert s.suggest("full") is None  # 4 running = max_concurrent
+    for i, tid in enumerate(ids[:2]):
+        s.on_trial_complete(tid, {"valid_mrr": 0.1 * (i + 1), "trial_status": "ok"})
+    s.on_trial_result("t2", {"valid_mrr": 0.9})  # t2 still running, best so far 0.9; t3 never reported
+    live.timer.t = 11.0  # past B/2: switch now, although t2 and t3 are still running (stopping)
+    cfgs2 = [s.suggest(f"s{i}") for i in range(4)]  # stopping stage-1 trials do not block stage 2
+    assert "stage1_ended" in live.events and ("switched", 3, 12) in live.events
+    assert all(c["stage"] == 2 and c["batch_size"] in (256, 512) and c["dim"] in (200, 400) for c in cfgs2)
+    top = [_strip(configs[t]) for t in ("t2", "t1", "t0")]
+    assert [_strip(c) for c in s.top] == top
+    assert all(_strip(c) in top for c in cfgs2) and len(s.candidates) == 12
+    assert s.suggest("s4") is None  # 4 stage-2 trials running
+    s.on_trial_complete("t3", {"valid_mrr": float("nan"), "trial_status": "stopped"})  # no metric: worst
+    assert s.suggest("s4") is None
+    live.timer.t = 21.0
+    assert s.suggest("s5") == Searcher.FINISHED and "finished" in live.events
+
+
+def test_switch_waits_when_no_stage1_trial_has_reported_yet(live, space):
+    s = _searcher(space, stage1_end_s=10, end_s=20)
+    first = s.suggest("a")
+    live.timer.t = 11.0
+    assert s.suggest("b") is None and s.phase == "switch"
+    s.on_trial_complete("a", {"valid_mrr": 0.4})
+    cfg = s.suggest("b")
+    assert cfg["stage"] == 2 and _strip(cfg) == _strip(first)
+
+
+def test_failed_trials_are_worst_and_excluded_from_top(live, space):
+    s = _searcher(space, top_k=10, stage1_end_s=10, end_s=20)
+    a, b = s.suggest("a"), s.suggest("b")
+    s.on_trial_complete("a", {"valid_mrr": 0.5, "trial_status": "ok"})
+    s.on_trial_complete("b", {"valid_mrr": 0.0, "trial_status": "failed", "error": "boom"})
+    assert [c for c in s.top_configs()] == [{k: v for k, v in a.items() if k not in ("stage", "trial_index")}]
+    obs = dict((tuple(sorted(c.items())), v) for c, v in s.inner1.observations())
+    assert len(obs) == 2  # the failed trial reached the inner searcher, as an error
+
+
+def test_no_successful_stage1_trial_ends_the_search(live, space):
+    s = _searcher(space, stage1_end_s=10, end_s=20)
+    s.suggest("a")
+    s.on_trial_complete("a", None, error=True)
+    live.timer.t = 12
+    assert s.suggest("b") == Searcher.FINISHED
+    assert any(isinstance(e, tuple) and e[0] == "impossible" for e in live.events)
+
+
+def test_trial_budget_and_one_stage(live, space):
+    s = _searcher(space, stage1_trials=2, stage2_trials=1)
+    assert s.suggest("a")["stage"] == 1 and s.suggest("b")["stage"] == 1
+    assert s.suggest("c") is None  # stage 1 has had its 2 trials; none has reported yet
+    s.on_trial_complete("a", {"valid_mrr": 0.2})
+    s.on_trial_complete("b", {"valid_mrr": 0.3})
+    assert s.suggest("c")["stage"] == 2
+    assert s.suggest("d") == Searcher.FINISHED
+    one = _searcher(space, two_stage=False, end_s=5)
+    assert one.suggest("a")["stage"] == 1
+    live.timer.t = 6
+    assert one.suggest("b") == Searcher.FINISHED
+
+
+def test_save_restore_continues_identically(live, space, tmp_path):
+    s = _searcher(space, stage1_end_s=10, end_s=20)
+    for i in range(3):
+        s.suggest(f"t{i}")
+        s.on_trial_complete(f"t{i}", {"valid_mrr": 0.1 * i})
+    s.save(str(tmp_path / "ckpt"))
+    fresh = pickle.loads(pickle.dumps(_searcher(space, stage1_end_s=10, end_s=20)))
+    fresh.restore(str(tmp_path / "ckpt"))
+    assert fresh.suggested == s.suggested and fresh.stage1_scores == s.stage1_scores
+    assert fresh.suggest("t3") == s.suggest("t3")

@@ -117,6 +117,12 @@ def realistic_ranks(scores: torch.Tensor, target: torch.Tensor, exclude: torch.T
     return 1.0 + 0.5 * (n_gt + n_ge)
 
 
+def _shares_parameter_memory(scores: torch.Tensor, model: nn.Module) -> bool:
+    """True when ``scores`` is a view of one of the model's parameters or buffers."""
+    ptr = scores.untyped_storage().data_ptr()
+    return any(t.untyped_storage().data_ptr() == ptr for t in (*model.parameters(), *model.buffers()))
+
+
 def _fast_filtered_ranks(scores: torch.Tensor, target_idx: torch.Tensor, f_rows: torch.Tensor,
                          f_cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Filtered realistic ranks ``[B]`` (float64) of ``scores[i, target_idx[i]]``; overwrites ``scores``.
@@ -193,7 +199,7 @@ def filtered_ranks(model: nn.Module, triples, filter_index, side: str = "tail", 
             if scores.dim() != 2 or scores.shape[0] != len(block):
                 raise ValueError(f"model.score_{'sp' if side == 'tail' else 'po'} returned shape "
                                  f"{tuple(scores.shape)}; expected [{len(block)}, num_entities]")
-            if scores._base is not None:  # a view (maybe of a parameter): never modify it in place
+            if _shares_parameter_memory(scores, model):  # never modify the model in place
                 scores = scores.clone()
             f_rows, f_cols = _filter_coords(filter_index, side, block, device)
             ranks, bad = _fast_filtered_ranks(scores, target_idx, f_rows, f_cols)

@@ -84,6 +84,8 @@ def test_two_stage_search_on_8_logical_gpus_with_a_failing_trial(tmp_path):
         assert doc["train"][key] == value
     assert "=== kgtuner summary" in proc.stdout and best["trial_id"] in proc.stdout
     assert proc.stdout.count("[kgtuner] stage ") >= len(df)  # one line per finished trial
+    # Tune's own per-trial results, TensorBoard-readable, beside the checkpoints
+    assert list((run_dir / "search").rglob("events.out.tfevents.*"))
 
 
 def _rows(path: Path) -> int:

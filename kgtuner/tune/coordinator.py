@@ -43,14 +43,16 @@ from kgtuner.tune.settings import ExperimentSettings
 STATE_FILE = "kgtuner_state.json"
 SEARCH_DIR = "search"
 #: Environment for Tune in the driver (set unless the user set them).
-TUNE_ENV = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
-            "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
+TUNE_ENV = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
 
 
 def _configure_tune() -> None:
-    """Tune's classic live table (status table only; the one line per finished trial is ours) and
-    no per-trial CSV/JSON/TensorBoard loggers: trials.parquet holds the results, so the result
-    grid's warning that those files are absent is silenced too."""
+    """Tune's classic live table (status table only; the one line per finished trial is ours).
+
+    Tune's per-trial loggers (``result.json``, ``progress.csv``, TensorBoard events) stay on, so
+    ``tensorboard --logdir <run dir>/search`` works; ``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1`` turns
+    them off (trials.parquet is the durable record) and then silences the result grid's warning
+    that those files are absent."""
     import logging
 
     for key, value in TUNE_ENV.items():

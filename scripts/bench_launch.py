@@ -20,7 +20,6 @@ Timings on a shared machine are noisy; the figures are ratios within one run.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import sys
 import tempfile

@@ -31,7 +31,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kgtuner.data import FilterIndex, load_dataset  # noqa: E402
+from kgtuner.data import load_dataset  # noqa: E402
 from kgtuner.kge import TrainConfig, Trainer  # noqa: E402
 
 

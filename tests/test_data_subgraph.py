@@ -100,3 +100,26 @@ def test_bad_parameters():
         sample_subgraph(kg, ratio=1.5)
     with pytest.raises(ConfigError, match="ratio=0"):
         sample_subgraph(kg, ratio=0)
+
+
+def test_pagerank_scores_solve_the_pagerank_equation():
+    """Power iteration matches the closed form (I - d A D^-1) pr = (1 - d) / n, and sums to 1."""
+    from kgtuner.data.subgraph import Adjacency, pagerank_scores
+
+    rng = np.random.default_rng(3)
+    n = 30
+    train = np.stack([rng.integers(0, n, 120), rng.integers(0, 4, 120), rng.integers(0, n, 120)], 1)
+    train = train[train[:, 0] != train[:, 2]]
+    adj = Adjacency(train, n + 2)  # two isolated (dangling) entities
+    pr = pagerank_scores(adj, damping=0.85, tol=1e-12, max_iter=1000)
+    a = adj.matrix.toarray().astype(np.float64)
+    deg = a.sum(0)
+    m = np.divide(a, deg, out=np.zeros_like(a), where=deg > 0)
+    dangling = deg == 0
+    # with dangling mass spread uniformly: G = d (M + 1 dangling^T / n) + (1 - d) / n 1 1^T
+    g = 0.85 * (m + np.outer(np.ones(n + 2), dangling) / (n + 2)) + 0.15 / (n + 2)
+    vals, vecs = np.linalg.eig(g)
+    ref = np.real(vecs[:, np.argmax(np.real(vals))])
+    ref /= ref.sum()
+    assert pr.sum() == pytest.approx(1.0, abs=1e-9)
+    np.testing.assert_allclose(pr, ref, atol=1e-8)

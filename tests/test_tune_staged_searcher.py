@@ -107,7 +107,7 @@ def test_switch_waits_when_no_stage1_trial_has_reported_yet(live, space):
 
 def test_failed_trials_are_worst_and_excluded_from_top(live, space):
     s = _searcher(space, top_k=10, stage1_end_s=10, end_s=20)
-    a, b = s.suggest("a"), s.suggest("b")
+    a, _ = s.suggest("a"), s.suggest("b")
     s.on_trial_complete("a", {"valid_mrr": 0.5, "trial_status": "ok"})
     s.on_trial_complete("b", {"valid_mrr": 0.0, "trial_status": "failed", "error": "boom"})
     assert [c for c in s.top_configs()] == [{k: v for k, v in a.items() if k not in ("stage", "trial_index")}]

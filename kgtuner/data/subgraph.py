@@ -118,7 +118,8 @@ def pagerank_scores(adj: Adjacency, damping: float = 0.85, tol: float = 1e-6, ma
     dangling = weight == 0
     pr = np.full(n, 1.0 / n)
     for _ in range(max_iter):
-        new = damping * (adj.matrix @ (pr * inv_deg))  # symmetric: A^T = A + (damping * pr[dangling].sum() + 1.0 - damping) / n
+        # the adjacency is symmetric (A^T = A); dangling mass and teleport are spread uniformly
+        new = damping * (adj.matrix @ (pr * inv_deg)) + (damping * pr[dangling].sum() + 1.0 - damping) / n
         done = np.abs(new - pr).sum() < tol
         pr = new
         if done:

@@ -56,6 +56,24 @@ def apply_policy(
     return masks, dropped, counts
 
 
+def build_graph(name: str, policy: str, entities, relations, triples: dict[str, np.ndarray],
+                candidates: dict | None = None, **extras):
+    """A ``KnowledgeGraph`` of ``triples`` (train/valid/test) with ``policy`` applied to valid/test.
+
+    OGB candidate rows are dropped together with their triples. Returns ``(kg, counts)``, counts
+    being the dropped triples per split (empty when nothing was dropped).
+    """
+    from kgtuner.data.graph import KnowledgeGraph
+
+    evals = {s: triples[s] for s in ("valid", "test")}
+    masks, dropped, counts = apply_policy(name, policy, triples["train"], evals, len(entities), len(relations))
+    if len(dropped) and candidates:
+        candidates = {s: {k: v[masks[s]] for k, v in c.items()} for s, c in candidates.items()}
+    kg = KnowledgeGraph(name, entities, relations, triples["train"], evals["valid"][masks["valid"]],
+                        evals["test"][masks["test"]], candidates=candidates or None, unseen=dropped, **extras)
+    return kg, (counts if len(dropped) else {})
+
+
 def warn_dropped(name: str, counts: dict[str, int], sizes: dict[str, int]) -> None:
     """The warning of the ``drop`` policy (emitted on every load, cached or not)."""
     if any(counts.values()):

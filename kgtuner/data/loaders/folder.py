@@ -8,7 +8,7 @@ import numpy as np
 
 from kgtuner.data.graph import SPLITS, KnowledgeGraph
 from kgtuner.data.loaders.triples_io import PARQUET_SUFFIXES, TEXT_SUFFIXES, read_split
-from kgtuner.data.unseen import apply_policy
+from kgtuner.data.unseen import build_graph
 from kgtuner.data.vocab import encode_splits
 from kgtuner.errors import DataError
 
@@ -43,18 +43,7 @@ class FolderSource:
     def load(self, unseen: str) -> tuple[KnowledgeGraph, dict[str, int]]:
         tables = {s: read_split(split_file(self.folder, s)) for s in SPLITS}
         entities, relations, triples = encode_splits(tables)
-        evals = {s: triples[s] for s in ("valid", "test")}
-        masks, dropped, counts = apply_policy(self.name, unseen, triples["train"], evals, len(entities), len(relations))
-        kg = KnowledgeGraph(
-            self.name,
-            entities,
-            relations,
-            triples["train"],
-            evals["valid"][masks["valid"]],
-            evals["test"][masks["test"]],
-            unseen=dropped,
-        )
-        return kg, (counts if len(dropped) else {})
+        return build_graph(self.name, unseen, entities, relations, triples)
 
 
 def write_folder(kg: KnowledgeGraph, folder: Path, test_from: str = "test") -> None:

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from kgtuner.data.graph import KnowledgeGraph
-from kgtuner.data.unseen import apply_policy
+from kgtuner.data.unseen import build_graph
 from kgtuner.errors import DataError
 
 OGB_ROOT_ENV = "KGTUNER_OGB_ROOT"
@@ -185,22 +185,5 @@ class OGBSource:
         return names.astype(str)
 
     def _build(self, entities, relations, triples, candidates, unseen, entity_types, type_names):
-        evals = {s: triples[s] for s in ("valid", "test")}
-        masks, dropped, counts = apply_policy(
-            self.name, unseen, triples["train"], evals, len(entities), len(relations)
-        )
-        if len(dropped):
-            candidates = {s: {k: v[masks[s]] for k, v in c.items()} for s, c in candidates.items()}
-        kg = KnowledgeGraph(
-            self.name,
-            entities,
-            relations,
-            triples["train"],
-            evals["valid"][masks["valid"]],
-            evals["test"][masks["test"]],
-            candidates=candidates or None,
-            entity_types=entity_types,
-            entity_type_names=type_names,
-            unseen=dropped,
-        )
-        return kg, (counts if len(dropped) else {})
+        return build_graph(self.name, unseen, entities, relations, triples, candidates,
+                           entity_types=entity_types, entity_type_names=type_names)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 
 import pytest
+
+from http_helpers import http_get
 
 from kgtuner.tune import metrics as km
 from kgtuner.tune import ray_cluster as rc
@@ -15,20 +15,11 @@ from kgtuner.tune import ray_cluster as rc
 pytestmark = pytest.mark.slow
 
 
-def _get(url: str, headers: dict | None = None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=20) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
-
-
 def _scrape(url: str) -> dict[tuple[str, tuple], float]:
     """Prometheus text -> {(series name, sorted kgtuner-relevant labels): value} for ray_kgtuner_* series."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    _, body = _get(url)
+    _, body = http_get(url)
     out = {}
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
@@ -76,15 +67,15 @@ def test_dashboard_api_needs_the_token(local_ray):
     assert ray.get(probe.ping.remote()) == "pong"
     base = local_ray.dashboard_url
     for path in ("/api/jobs/", "/api/v0/actors"):
-        status, _ = _get(base + path)
+        status, _ = http_get(base + path)
         assert status == 401, f"{path} answered {status} without a token"
-        status, _ = _get(base + path, {"Authorization": "Bearer not-the-token"})
+        status, _ = http_get(base + path, {"Authorization": "Bearer not-the-token"})
         assert status == 403
-    status, body = _get(base + "/api/v0/actors?limit=1000", rc.auth_headers())
+    status, body = http_get(base + "/api/v0/actors?limit=1000", rc.auth_headers())
     assert status == 200
     actors = json.loads(body)["data"]["result"]["result"]
     assert any(a.get("name") == "kgtuner_probe_actor" and a.get("state") == "ALIVE" for a in actors)
-    status, body = _get(base + "/api/jobs/", rc.auth_headers())
+    status, body = http_get(base + "/api/jobs/", rc.auth_headers())
     assert status == 200 and any(job["type"] == "DRIVER" for job in json.loads(body))
     ray.kill(probe)
 

@@ -19,13 +19,13 @@ import sys
 import tempfile
 import textwrap
 import time
-import urllib.error
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from http_helpers import http_get
 
 from kgtuner.tune.ray_cluster import runtime_env_for_job
 
@@ -125,21 +125,10 @@ def _headers(tmp: Path) -> dict:
     return {"Authorization": "Bearer " + (tmp / "auth_token").read_text().strip()}
 
 
-def _get(url: str, headers: dict | None = None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=20) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
-    except (urllib.error.URLError, OSError):
-        return 0, b""
-
-
 def _kgtuner_samples(port: int) -> list:
     from prometheus_client.parser import text_string_to_metric_families
 
-    status, body = _get(f"http://127.0.0.1:{port}/metrics")
+    status, body = http_get(f"http://127.0.0.1:{port}/metrics")
     if status != 200:
         return []
     return [s for fam in text_string_to_metric_families(body.decode()) for s in fam.samples
@@ -184,7 +173,7 @@ def _is_trial(actor: dict) -> bool:
 
 
 def _alive_actors(info: dict, tmp: Path) -> list[dict]:
-    status, body = _get(info["dashboard"] + "/api/v0/actors?limit=1000&detail=true", _headers(tmp))
+    status, body = http_get(info["dashboard"] + "/api/v0/actors?limit=1000&detail=true", _headers(tmp))
     if status != 200:
         return []
     return [a for a in json.loads(body)["data"]["result"]["result"] if a.get("state") == "ALIVE"]
@@ -206,11 +195,11 @@ def test_demo_job_runs_on_both_nodes_with_dashboard_and_metrics(cluster_env):
 
         def during():
             if not seen["jobs_listed"]:
-                status, body = _get(info["dashboard"] + "/api/jobs/", _headers(tmp))
+                status, body = http_get(info["dashboard"] + "/api/jobs/", _headers(tmp))
                 seen["jobs_listed"] = status == 200 and any(
                     j.get("submission_id") == job_id for j in json.loads(body))
             for path in ("/api/jobs/", "/api/v0/actors"):
-                if _get(info["dashboard"] + path)[0] == 401:
+                if http_get(info["dashboard"] + path)[0] == 401:
                     seen["denied"].add(path)
             for actor in _alive_actors(info, tmp):
                 if _is_trial(actor):

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kgtuner-installed
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast benchmarks clean
 
 setup: $(STAMP)
 
@@ -24,6 +24,14 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# Search-efficiency benchmark, ablations and docs/benchmarks.md (about 80 minutes on 2 cores; needs
+# ../shared/datasets). Finished searches are kept in outputs/, so an interrupted run continues.
+benchmarks: setup
+	$(BIN)/python scripts/bench_search.py --suite main --out outputs/bench_search
+	$(BIN)/python scripts/bench_search.py --suite ablation --out outputs/bench_search_ablation
+	$(BIN)/python scripts/bench_ablation.py --out outputs/bench_ablation
+	$(BIN)/python scripts/benchmarks_page.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache outputs multirun

@@ -124,5 +124,5 @@ def test_interrupted_run_resumes_without_losing_trials(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     state = json.loads((run_dir / "kgtuner_state.json").read_text())
     assert summary["budget"]["used_s"] >= 60 and state["done"] and state["stage"] == 2 and state["sessions"] == 2
-    assert final["start_s"].max() <= 60
+    assert final["start_s"].max() <= 60 + 0.05 * 60  # suggested before B, started within the grace
     assert (final[final.stage == 2]["start_s"] >= 30).all()

@@ -101,3 +101,21 @@ def test_drop_in_ray_tune_run(tmp_path):
         assert list((tmp_path / "dropin").glob("searcher-state-*.pkl"))  # Tune saved our state
     finally:
         ray.shutdown()
+
+
+def test_stage2_candidates_try_every_top_config_first_with_rotating_sizes():
+    dec = load_space("decoupled", model="complex")
+    top = [dec.sample(i) for i in range(5)]
+    cands = stage2_candidates(dec, top, top_k=5)
+    expansions = [dec.expand_stage2(c) for c in top]
+    assert len(cands) == sum(len(e) for e in expansions)
+    key = lambda c: {k: v for k, v in c.items() if k not in ("batch_size", "dim")}  # noqa: E731
+    base = [key(dec.expand_stage2(c)[0]) for c in top]
+    # the first round: every top configuration once, best first, sizes rotating over the grid
+    assert [key(c) for c in cands[:5]] == base
+    assert [cands[i] for i in range(5)] == [expansions[i][i % len(expansions[i])] for i in range(5)]
+    # ordered start: the stage-2 forest proposes them in this order before it has data
+    s = make_stage2_searcher({"name": "kgtuner", "stage2_searcher": {"initial": "ordered", "n_initial": 5}},
+                             cands, space=dec, max_concurrent=1, seed=3)
+    got = [s.suggest(f"t{i}") for i in range(1)]
+    assert got[0] == cands[0]

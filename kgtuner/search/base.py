@@ -4,6 +4,13 @@ It holds the space (a kgtuner ``SearchSpace``, or one converted from a Ray ``par
 through ``set_search_properties``), the finished observations, the pending trials, the random
 state, the concurrency limit and the optional finite candidate set, and saves/restores all of it.
 Subclasses only decide *which* configuration to propose next.
+
+Three kinds of finished trial are kept apart: fully-trained trials (their metric), failures (metric
+NaN: errored, or no finite metric) and *low-fidelity* trials that an early-stopping scheduler (ASHA)
+stopped at a rung -- passed as ``on_trial_complete(trial_id, result)`` with
+``result[EARLY_STOPPED] = True`` (and ``result[EARLY_STOP_RUNG]``), or ``add_evaluated_point(...,
+pruned=True)``. A low-fidelity trial's partial metric is not stored (it is not comparable with
+finished trials); its rung is. Subclasses decide how to learn from it (RF+BORE: class 0).
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ from kgtuner.search.ray_space import has_domains, space_from_ray
 from kgtuner.search.space import SearchSpace
 
 _STATE_VERSION = 1
+#: Result keys that mark a trial stopped early by a scheduler (a low-fidelity observation).
+EARLY_STOPPED = "early_stopped"
+EARLY_STOP_RUNG = "early_stop_rung"
 #: Metric used when neither the constructor nor Ray's ``set_search_properties`` names one. It is
 #: not reported as ``searcher.metric`` (Ray's ConcurrencyLimiter copies that at construction and
 #: would then insist on it even when the Tuner's metric differs).
@@ -76,7 +86,8 @@ class SpaceSearcher(Searcher):
         self._rng = np.random.default_rng(self.seed)
         self._obs_rows: list[np.ndarray] = []
         self._obs_cfgs: list[dict] = []
-        self._obs_scores: list[float] = []  # higher is better; NaN = failed / errored
+        self._obs_scores: list[float] = []  # higher is better; NaN = failed / errored / low-fidelity
+        self._obs_rungs: list[int | None] = []  # None = fully trained (or failed); int = stopped early at this rung
         self._pending: dict[str, tuple[np.ndarray, dict, int]] = {}
         self._n_suggested = 0
         if self._candidate_cfgs is not None:
@@ -98,16 +109,27 @@ class SpaceSearcher(Searcher):
 
     @property
     def n_observations(self) -> int:
+        """Finished trials recorded, low-fidelity (early-stopped) ones included."""
         return len(self._obs_scores)
+
+    def _low_mask(self) -> np.ndarray:
+        """True for the low-fidelity (early-stopped) observations."""
+        return np.array([r is not None for r in self._obs_rungs], dtype=bool)
 
     @property
     def pending_trials(self) -> list[str]:
         return list(self._pending)
 
     def observations(self) -> list[tuple[dict, float | None]]:
-        """(config, metric value) of every finished trial in order; ``None`` for failed trials."""
+        """(config, metric value) of every fully-trained or failed trial in order; ``None`` for failed
+        trials. Early-stopped trials are in :meth:`early_stopped_observations`."""
         sign = 1.0 if self._mode != "min" else -1.0
-        return [(dict(c), None if math.isnan(s) else sign * s) for c, s in zip(self._obs_cfgs, self._obs_scores)]
+        return [(dict(c), None if math.isnan(s) else sign * s)
+                for c, s, r in zip(self._obs_cfgs, self._obs_scores, self._obs_rungs) if r is None]
+
+    def early_stopped_observations(self) -> list[tuple[dict, int]]:
+        """(config, rung) of every trial stopped early by a scheduler (low-fidelity), in order."""
+        return [(dict(c), int(r)) for c, r in zip(self._obs_cfgs, self._obs_rungs) if r is not None]
 
     def get_state(self) -> dict:
         return {
@@ -118,7 +140,7 @@ class SpaceSearcher(Searcher):
             "max_concurrent": self.max_concurrent, "min_distance": self.min_distance,
             "rng": self._rng.bit_generator.state,
             "obs_rows": [r.copy() for r in self._obs_rows], "obs_cfgs": [dict(c) for c in self._obs_cfgs],
-            "obs_scores": list(self._obs_scores),
+            "obs_scores": list(self._obs_scores), "obs_rungs": list(self._obs_rungs),
             "pending": {k: (v[0].copy(), dict(v[1]), v[2]) for k, v in self._pending.items()},
             "n_suggested": self._n_suggested,
             "candidates": self._candidate_cfgs,
@@ -139,6 +161,7 @@ class SpaceSearcher(Searcher):
         self._obs_rows = [r.copy() for r in state["obs_rows"]]
         self._obs_cfgs = [dict(c) for c in state["obs_cfgs"]]
         self._obs_scores = list(state["obs_scores"])
+        self._obs_rungs = list(state.get("obs_rungs") or [None] * len(self._obs_scores))  # absent before ASHA
         self._pending = {k: (v[0].copy(), dict(v[1]), v[2]) for k, v in state["pending"].items()}
         self._n_suggested = state["n_suggested"]
         if self._candidate_cfgs is not None:
@@ -223,28 +246,39 @@ class SpaceSearcher(Searcher):
             return math.nan
         return v if self._mode != "min" else -v
 
-    def _record(self, row: np.ndarray, cfg: dict, score: float) -> None:
+    def _record(self, row: np.ndarray, cfg: dict, score: float, rung: int | None = None) -> None:
         self._obs_rows.append(np.asarray(row, dtype=np.float64))
         self._obs_cfgs.append(dict(cfg))
-        self._obs_scores.append(score)
+        self._obs_scores.append(math.nan if rung is not None else score)
+        self._obs_rungs.append(None if rung is None else int(rung))
+
+    @staticmethod
+    def _early_rung(result: Mapping | None, error: bool) -> int | None:
+        """The rung of an early-stopped (low-fidelity) result, else None (0 when the rung is unknown)."""
+        if error or not result or not result.get(EARLY_STOPPED):
+            return None
+        rung = result.get(EARLY_STOP_RUNG)
+        return int(rung) if isinstance(rung, (int, float)) and math.isfinite(rung) else 0
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         """Record a finished trial; an errored trial, or one without a finite metric, is recorded
-        as a failure (the worst class for RF+BORE)."""
+        as a failure (the worst class for RF+BORE); a result with ``EARLY_STOPPED`` true is a
+        low-fidelity observation (its metric is not used)."""
         entry = self._pending.pop(trial_id, None)
         if entry is None:
             return  # not ours (e.g. a trial restored by Ray after this searcher's checkpoint)
-        self._record(entry[0], entry[1], self._score(result, error))
+        self._record(entry[0], entry[1], self._score(result, error), rung=self._early_rung(result, error))
 
     def add_evaluated_point(self, parameters: dict, value: float, error: bool = False, pruned: bool = False,
                             intermediate_values: list | None = None) -> None:
-        """Record a configuration evaluated elsewhere (warm start); flat or nested keys."""
+        """Record a configuration evaluated elsewhere (warm start); flat or nested keys.
+        ``pruned=True``: it was stopped early (low-fidelity; ``value`` is not used)."""
         from ray.tune.utils.util import flatten_dict
 
         cfg = flatten_dict(dict(parameters), delimiter="/") if self._nested else dict(parameters)
         row = self._space.to_array([cfg])[0]
         score = self._score({self.effective_metric: value}, error)
-        self._record(row, cfg, score)
+        self._record(row, cfg, score, rung=0 if pruned and not error else None)
         if self._candidate_cfgs is not None:
             for i, c in enumerate(self._candidate_cfgs):
                 if c == cfg:

@@ -48,12 +48,14 @@ def _tpe(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
 
 
 #: name in conf/search/*.yaml -> builder. ``kgtuner`` builds its stage-1 searcher (RF+BORE over
-#: the decoupled space); stage 2 comes from ``make_stage2_searcher``.
+#: the decoupled space); stage 2 comes from ``make_stage2_searcher``. ``grash`` builds its round-1
+#: random searcher; its rounds are ``kgtuner.tune.grash_searcher.GraSHSearcher``.
 SEARCHERS: dict[str, Callable[..., Searcher]] = {
     "random": _random,
     "tpe": _tpe,
     "rf_bore": _rf_bore,
     "kgtuner": _rf_bore,
+    "grash": _random,
 }
 
 
@@ -79,10 +81,18 @@ def make_stage2_searcher(search_cfg: Mapping[str, Any], candidates: Sequence[Map
 
 def stage2_candidates(space: SearchSpace, configs: Sequence[Mapping[str, Any]], top_k: int | None = None) -> list[dict]:
     """The stage-2 candidate set: each of the first ``top_k`` stage-1 configurations (best first)
-    expanded by ``space.expand_stage2``, duplicates removed, order kept."""
+    expanded by ``space.expand_stage2``, duplicates removed.
+
+    Order (what ``stage2_searcher.initial=ordered`` follows before the forest takes over): rounds
+    over the configurations best first, configuration ``i`` taking its expansions in rotation
+    starting at ``i``, so the first round tries every top configuration once, at sizes spread over
+    the expansion grid, and later rounds fill in the other sizes."""
+    expanded = [space.expand_stage2(cfg) for cfg in list(configs)[:top_k]]
     out: list[dict] = []
-    for cfg in list(configs)[:top_k]:
-        for c in space.expand_stage2(cfg):
-            if c not in out:
-                out.append(c)
+    for r in range(max((len(e) for e in expanded), default=0)):
+        for i, options in enumerate(expanded):
+            if r < len(options):
+                c = options[(i + r) % len(options)]
+                if c not in out:
+                    out.append(c)
     return out

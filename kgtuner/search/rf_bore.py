@@ -2,9 +2,17 @@
 
 Each model-based suggestion:
 
-1. labels the finished trials: the best ``ceil(gamma * n)`` successful ones are class 1, all
-   others class 0 -- failed or errored trials (no finite metric) are always class 0, so the forest
-   learns to avoid infeasible regions instead of proposing them again;
+1. labels the finished trials: of the ``n`` fully-trained ones (finished, or stopped at a stage
+   deadline) and failures, the best ``ceil(gamma * n)`` successful ones are class 1, all others
+   class 0 -- failed or errored trials (no finite metric) rank worst and are always class 0, so the
+   forest learns to avoid infeasible regions instead of proposing them again. Trials an
+   early-stopping scheduler stopped at a rung (ASHA, ``search.early_stop=asha``; see
+   ``SpaceSearcher``) are *low-fidelity* observations: their partial MRR is not used and they do
+   not enter ``n`` (the gamma threshold comes from fully-trained trials only); they are added with
+   the fixed label 0. Rationale: with eta = 1/gamma (``search.asha.reduction_factor: 4`` and
+   ``gamma: 0.25``), a trial stopped at a rung ranked outside the top 1/eta there, i.e. outside
+   the top-gamma class. Unlike a failure, nothing says its region is infeasible; it is only "not
+   good" by the evidence of its rung;
 2. pending trials never come back: no candidate within ``min_distance`` (a fraction of every
    continuous range, same value of every choice) of a finished or pending configuration is
    returned (``pending="exclude"``, the default). ``pending="pseudo_negative"`` additionally adds
@@ -43,6 +51,7 @@ from kgtuner.search.candidates import first_novel, generate
 from kgtuner.search.forest import RollingForest
 
 PENDING_STRATEGIES = ("pseudo_negative", "exclude", "ignore")
+INITIAL_ORDERS = ("random", "ordered")
 
 
 class RFBORESearcher(SpaceSearcher):
@@ -75,6 +84,10 @@ class RFBORESearcher(SpaceSearcher):
         Cap on pending trials (also set by Ray's ``ConcurrencyLimiter``).
     min_distance : float
         Near-duplicate tolerance as a fraction of each continuous range.
+    initial : {"random", "ordered"}
+        Finite-candidate mode only: the first ``n_initial`` suggestions are random candidates, or
+        the candidates in the order given (KGTuner's stage 2: ``stage2_candidates`` lists every
+        top stage-1 configuration once, best first, before any second expansion).
     n_jobs : int
         Threads for the forest (scikit-learn ``n_jobs``).
     """
@@ -84,7 +97,8 @@ class RFBORESearcher(SpaceSearcher):
                  trees_per_fit: int | None = 40, n_candidates: int = 2048, local_fraction: float = 0.0,
                  n_parents: int = 10, mutation_scale: float = 0.1, pending: str = "exclude",
                  seed: int = 0, candidates: Sequence[Mapping[str, Any]] | None = None,
-                 max_concurrent: int | None = None, min_distance: float = 0.01, n_jobs: int | None = 1):
+                 max_concurrent: int | None = None, min_distance: float = 0.01, n_jobs: int | None = 1,
+                 initial: str = "random"):
         checks = [
             (n_initial is None or int(n_initial) >= 1, "n_initial must be >= 1 (or null for the default)"),
             (0 < float(gamma) < 1, "gamma must be in (0, 1)"),
@@ -95,6 +109,7 @@ class RFBORESearcher(SpaceSearcher):
             (int(n_parents) >= 1, "n_parents must be >= 1"),
             (float(mutation_scale) > 0, "mutation_scale must be > 0"),
             (pending in PENDING_STRATEGIES, f"pending must be one of {PENDING_STRATEGIES}"),
+            (initial in INITIAL_ORDERS, f"initial must be one of {INITIAL_ORDERS}"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -108,6 +123,7 @@ class RFBORESearcher(SpaceSearcher):
         self.n_parents = int(n_parents)
         self.mutation_scale = float(mutation_scale)
         self.pending = pending
+        self.initial = initial
         self._forest = RollingForest(int(n_trees), trees_per_fit, n_jobs=n_jobs)
         super().__init__(space, metric, mode, seed, candidates, max_concurrent, min_distance)
 
@@ -123,19 +139,21 @@ class RFBORESearcher(SpaceSearcher):
 
     # -- the model ---------------------------------------------------------------------------
     def _labels(self) -> np.ndarray:
-        """Class 1 = the best ``ceil(gamma * n)`` successful finished trials (failures are 0)."""
+        """Class 1 = the best ``ceil(gamma * n)`` successful trials of the ``n`` fully-trained or
+        failed ones; failures and low-fidelity (early-stopped) trials are 0, the latter outside ``n``."""
         scores = np.array(self._obs_scores, dtype=np.float64)
-        ok = np.flatnonzero(~np.isnan(scores))
-        n1 = min(len(ok), max(1, math.ceil(self.gamma * len(scores))))
+        low = self._low_mask()
+        ok = np.flatnonzero(~np.isnan(scores) & ~low)
+        n1 = min(len(ok), max(1, math.ceil(self.gamma * int((~low).sum()))))
         best = ok[np.argsort(-scores[ok], kind="stable")[:n1]]
         y = np.zeros(len(scores), dtype=np.int64)
         y[best] = 1
         return y
 
     def _model_ready(self) -> bool:
+        """Enough finished trials (low-fidelity ones count) and at least one successful fully-trained one."""
         n = len(self._obs_scores)
-        return (n >= self.effective_n_initial and n >= 2
-                and not all(math.isnan(s) for s in self._obs_scores))
+        return n >= self.effective_n_initial and n >= 2 and not all(math.isnan(s) for s in self._obs_scores)
 
     def _fit(self) -> np.ndarray:
         """(Re)fit the forest when the data changed; returns the labels of the finished trials."""
@@ -176,6 +194,8 @@ class RFBORESearcher(SpaceSearcher):
 
     def _propose_index(self, remaining: np.ndarray) -> int:
         if not self._model_ready():
+            if self.initial == "ordered":  # the candidates' own order (stage 2: stage-1 rank first)
+                return int(np.min(remaining))
             return int(self._rng.choice(remaining))
         self._fit()
         p = self.acquisition(self._cand_rows[remaining])

@@ -18,25 +18,45 @@ from kgtuner.errors import ConfigError
 class BudgetClock:
     """Active-time clock: ``offset`` seconds from earlier sessions plus this session's run time.
 
+    A clock made with ``running=False`` stands at ``offset`` until :meth:`start`: the coordinator
+    starts it when the first trial is ready to train, so the one-off start-up of Ray's trial
+    workers (process start, imports) is not charged to the search.
+
     >>> clock = BudgetClock(offset=10.0)
     >>> clock.elapsed() >= 10.0
     True
+    >>> BudgetClock(offset=5.0, running=False).elapsed()
+    5.0
     """
 
-    def __init__(self, offset: float = 0.0, timer=time.monotonic):
+    def __init__(self, offset: float = 0.0, timer=time.monotonic, *, running: bool = True):
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset}")
         self._offset = float(offset)
         self._timer = timer
-        self._started = timer()
+        self._started: float | None = timer() if running else None
+
+    @property
+    def running(self) -> bool:
+        """True once the clock counts (always, unless made with ``running=False`` and not started)."""
+        return self._started is not None
+
+    def start(self, since_unix: float | None = None) -> None:
+        """Start counting, from ``since_unix`` (a past ``time.time()``) when given, else from now.
+        A running clock is left as it is."""
+        if self._started is not None:
+            return
+        back = 0.0 if since_unix is None else min(max(0.0, time.time() - float(since_unix)), 3600.0)
+        self._started = self._timer() - back
 
     def elapsed(self) -> float:
         """Seconds of experiment run time so far (earlier sessions included)."""
-        return self._offset + (self._timer() - self._started)
+        return self._offset + (0.0 if self._started is None else self._timer() - self._started)
 
     def unix_time_at(self, elapsed_s: float) -> float:
-        """The ``time.time()`` at which :meth:`elapsed` will reach ``elapsed_s`` (``inf`` stays inf)."""
-        if math.isinf(elapsed_s):
+        """The ``time.time()`` at which :meth:`elapsed` will reach ``elapsed_s`` (``inf`` stays inf;
+        ``inf`` too while the clock has not started)."""
+        if math.isinf(elapsed_s) or self._started is None:
             return math.inf
         return time.time() + (elapsed_s - self.elapsed())
 

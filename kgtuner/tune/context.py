@@ -59,3 +59,13 @@ def stage2_impossible(message: str) -> None:
 def search_finished() -> None:
     """The searcher answered FINISHED: the budget is spent (or the candidates exhausted)."""
     _call("on_search_finished")
+
+
+def trial_early_stopped(trial_id: str, rung: int, step: int) -> None:
+    """The early-stopping scheduler (ASHA) stopped ``trial_id`` at ``rung`` (milestone, steps) at ``step``."""
+    _call("on_trial_early_stopped", trial_id, rung, step)
+
+
+def early_stop_of(trial_id: str) -> dict | None:
+    """``{"rung", "step"}`` when the scheduler stopped ``trial_id`` early (until the trial is recorded), else None."""
+    return (getattr(_ACTIVE, "early_stopped", None) or {}).get(trial_id)

@@ -12,14 +12,16 @@ Algorithm (paper, Algorithm 1), as run here:
 4. the best stage-2 configuration by validation MRR is the answer, with the test metrics of its
    best-validation state; optionally it is retrained with ``final.seeds`` seeds.
 
-Baselines (``search=random|tpe|rf_bore``) run one stage on the full graph over the full space.
+Baselines (``search=random|tpe|rf_bore``) run one stage on the full graph over the full space;
+``search=grash`` runs GraSH's successive-halving rounds (:mod:`kgtuner.tune.grash`), stage = round.
 
 Both stages run in one ``Tuner.fit`` (experiment folder ``search`` in the run directory), so the
 trial actors (``reuse_actors``) serve both stages. The coordinator owns the budget: the search
 ends by its searcher answering FINISHED (:class:`~kgtuner.tune.stage_searcher.StagedSearcher`),
 never by ``time_budget_s`` or a stopper, so an interrupted run stays resumable with
 ``Tuner.restore``. ``kgtuner_state.json`` holds the stage, the active seconds used so far (the
-budget clock counts only time the search was running) and the stage-2 candidates.
+budget clock counts only time the search was running, from the moment the first trial is ready to
+train) and the stage-2 candidates.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import math
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,8 @@ from kgtuner.tune.results import ResultsStore, make_row, metrics_of, summary_tab
 from kgtuner.tune.settings import ExperimentSettings
 
 STATE_FILE = "kgtuner_state.json"
+#: Longest wait for the first trial to be ready before the budget clock starts anyway (seconds).
+STARTUP_WAIT_S = 120.0
 SEARCH_DIR = "search"
 #: Environment for Tune in the driver (set unless the user set them).
 TUNE_ENV = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
@@ -125,14 +130,19 @@ class Coordinator:
             "sessions": 0,
         }
         self.state["sessions"] = int(self.state.get("sessions", 0)) + 1
-        # The budget clock starts when the search starts (after data loading and Ray start-up).
+        # The budget clock starts when the first trial is ready to train (after data loading, Ray
+        # start-up and the first trial worker's start-up).
         self.clock: BudgetClock | None = None
         self.store = ResultsStore.load(self.run_dir) if saved else ResultsStore(self.run_dir)
         self.live: dict[str, dict] = {}
+        self.early_stopped: dict[str, dict] = {}  # trial -> {"rung", "step"}: stopped by ASHA, until recorded
         self._search_finished = False
         self._start_unix: dict[str, float] = {}
         self._last_save = 0.0
         self.ray_info = None
+        self._deadline_key: str | None = None  # where trials read the stage deadlines (kgtuner.tune.deadlines)
+        self._search_begin = time.monotonic()
+        self.grash = None  # GraSHPlan of a search=grash run
         self.slots = 1
         self.resources: dict[str, float] = {}
         from kgtuner.tune.metrics import ExperimentMetrics
@@ -154,7 +164,42 @@ class Coordinator:
             print(f"[kgtuner] {msg}", file=self.out, flush=True)
 
     # ------------------------------------------------------------------ Tune events
+    def _stage_ends(self) -> dict[int, float]:
+        """Active second at which each stage (GraSH: round) of the search ends."""
+        budget = self.settings.budget
+        if self.grash is not None:
+            return {i + 1: end for i, end in enumerate(self.grash.config.round_ends(budget))}
+        stages = 2 if self.settings.two_stage else 1
+        return {1: budget.stage_window(1, stages)[1], 2: budget.end_s}
+
+    def _maybe_start_clock(self, force: bool = False) -> None:
+        """Start the budget clock when the first trial is ready to train (or at the first trial
+        event, ``force``; or after ``STARTUP_WAIT_S``) and publish the stage deadlines to the trials."""
+        if self.clock is None or self.clock.running or self._deadline_key is None:
+            return
+        from kgtuner.tune import deadlines
+
+        since = None
+        try:
+            since = deadlines.ready_since(self._deadline_key)
+        except Exception:  # noqa: BLE001 - store unreachable: fall back to the first trial event
+            force = True
+        waited = time.monotonic() - self._search_begin
+        if since is None and not force and waited < STARTUP_WAIT_S:
+            return
+        self.clock.start(since_unix=since)
+        try:
+            ends = {k: self.clock.unix_time_at(v) for k, v in self._stage_ends().items()}
+            deadlines.publish(self._deadline_key, ends)
+        except Exception as exc:  # noqa: BLE001
+            self.log(f"warning: could not publish the stage deadlines to the trials ({exc}); "
+                     "running trials stop only when the search ends")
+        startup = (time.time() - since) if since is not None else 0.0
+        self.log(f"budget clock starts: the first trial was ready after {max(0.0, waited - startup):.1f}s of "
+                 "worker start-up (not charged to the budget)")
+
     def on_tick(self, trials) -> None:
+        self._maybe_start_clock()
         if time.monotonic() - self._last_save >= 2.0:
             self.save_state()
             budget = self.settings.budget
@@ -172,6 +217,7 @@ class Coordinator:
         self.live.setdefault(tid, {})
 
     def on_trial_result(self, trial, result: dict) -> None:
+        self._maybe_start_clock(force=True)
         self.live[trial.trial_id] = dict(result)
         mrr = result.get("valid_mrr")
         if mrr is not None and not (isinstance(mrr, float) and math.isnan(mrr)):
@@ -180,6 +226,7 @@ class Coordinator:
     def on_trial_end(self, trial, error: str | None) -> None:
         from kgtuner.tune.trainable import split_config
 
+        self._maybe_start_clock(force=True)
         tid = trial.trial_id
         last = self.live.pop(tid, None) or dict(getattr(trial, "last_result", None) or {})
         hp, meta = split_config(dict(trial.config))
@@ -191,6 +238,10 @@ class Coordinator:
             err = last.get("error") or None
             if status not in ("ok", "failed", "stopped"):
                 status = "failed"
+        early = self.early_stopped.pop(tid, None)
+        rung = None if early is None or error is not None else early["rung"]
+        if rung is not None:  # stopped by the early-stopping scheduler (ASHA): partly trained, no test metrics
+            status, err = "stopped", None
         valid = {k: last.get(f"valid_{k}") for k in ("mrr", "hits@1", "hits@3", "hits@10")}
         test = {k: last.get(f"test_{k}") for k in ("mrr", "hits@1", "hits@3", "hits@10")}
         # end_s: when the trial itself finished (its final report), not when Tune got round to it
@@ -204,11 +255,12 @@ class Coordinator:
         row = make_row(tid, stage, hp, status=status, valid=valid, test=test, error=err,
                        start_s=start_s, end_s=end_s,
                        node=last.get("node"), gpu=last.get("gpu"), graph=last.get("graph"), steps=last.get("step"),
-                       trial_index=meta.get("trial_index"), timing=self._timing(tid, last))
+                       trial_index=meta.get("trial_index"), timing=self._timing(tid, last), rung=rung)
         self.store.add(row)
         self.save_state()
         best = self.store.best(stage)
         shown = "-" if row["valid_mrr"] is None else f"{row['valid_mrr']:.4f}"
+        status = status if rung is None else f"stopped by ASHA at rung {rung}"
         self.log(f"stage {stage} trial {tid} {status}: valid_mrr={shown} | best so far "
                  f"{best['valid_mrr']:.4f} ({best['trial_id']}) | t={self.elapsed():.1f}s"
                  + (f" | error: {err}" if err else "") if best else
@@ -264,6 +316,56 @@ class Coordinator:
     def on_search_finished(self) -> None:
         self._search_finished = True
 
+    def on_trial_early_stopped(self, trial_id: str, rung: int, step: int) -> None:
+        """The early-stopping scheduler stopped ``trial_id`` at ``rung`` (recorded at its on_trial_end)."""
+        self.early_stopped[trial_id] = {"rung": int(rung), "step": int(step)}
+
+    def _scheduler(self):
+        """The Tune scheduler of ``search.early_stop`` (ASHA per stage), or None (Tune's FIFO)."""
+        from kgtuner.tune.early_stop import make_scheduler
+
+        stages = (1, 2) if self.settings.two_stage else (1,)
+        return make_scheduler(self.settings.early_stop_settings(), {st: self._controls(st) for st in stages})
+
+    def _early_stop_summary(self) -> dict | None:
+        """summary.json's ``early_stop``: scheduler, its settings, trials stopped per stage and rung."""
+        asha = self.settings.early_stop_settings()
+        if asha is None:
+            return None
+        rungs = self.store.early_stopped()
+        return {"scheduler": "asha", **asha.as_dict(), "stopped": sum(sum(v.values()) for v in rungs.values()),
+                "rungs": rungs}
+
+    def on_round_started(self, round_no: int, configs: int, previous: int) -> None:
+        """GraSH: round ``round_no`` (1-based) starts with the top ``configs`` of the previous round's ``previous``."""
+        self.state["stage"] = round_no
+        self.save_state()
+        self.gauges.set_stage(self._stage_gauge(round_no))
+        spec = self.grash.rounds[round_no - 1] if self.grash is not None else None
+        self.log(f"GraSH round {round_no} at t={self.elapsed():.1f}s: the top {configs} of round {round_no - 1}'s "
+                 f"{previous} configurations" + (f" on {spec.graph.name} for {spec.max_steps} steps" if spec else ""))
+
+    def on_round_skipped(self, round_no: int) -> None:
+        """GraSH: round ``round_no``'s window ended before it could start; the search ends with the round before."""
+        self.log(f"GraSH round {round_no}'s window ended (t={self.elapsed():.1f}s) before it could start a trial; "
+                 f"the search ends with round {round_no - 1}'s best trial as the answer")
+
+    def _stage_gauge(self, stage: int) -> int:
+        """The stage gauge's value (1: reduced fidelity, 2: full graph): a GraSH round maps to 1, its last to 2."""
+        if self.grash is None:
+            return stage
+        return 2 if stage >= len(self.grash.rounds) else 1
+
+    def _search_stages(self, sub, full, full_ref) -> tuple[dict, dict | None]:
+        """(per-stage specs, graph key -> ObjectRef or None) for the search's trainable."""
+        if self.grash is None:
+            return self._stage_specs(sub, full), None
+        import ray
+
+        refs = {key: full_ref if graph is full else ray.put(graph.to_arrays())
+                for key, graph in self.grash.graphs().items()}
+        return self.grash.stage_specs(self.clock, self.settings.budget, self._controls(2)), refs
+
     # ------------------------------------------------------------------ the search
     def _tuner(self, trainable, space):
         """A new Tuner for the search, or the interrupted one restored from ``run_dir/search``."""
@@ -291,6 +393,7 @@ class Coordinator:
             trainable,
             tune_config=tune.TuneConfig(
                 search_alg=searcher,  # limits concurrency itself (see StagedSearcher)
+                scheduler=self._scheduler(),  # None unless search.early_stop=asha
                 metric="valid_mrr", mode="max", num_samples=-1, reuse_actors=True,
                 trial_dirname_creator=trial_dirname,
             ),
@@ -338,25 +441,42 @@ class Coordinator:
         try:
             s = self.settings
             full, sub = self._load_graphs()
+            if s.search_name == "grash":
+                from kgtuner.tune.grash import GraSHPlan
+
+                self.grash = GraSHPlan.build(s, full)
+                self.log(f"GraSH rounds ({self.grash.config.variant}, eta {self.grash.config.eta}): "
+                         f"{self.grash.describe()}")
             space = load_search_space(s, full.name)
             self._connect()
             full_ref = ray.put(full.to_arrays())
             sub_ref = ray.put(sub.to_arrays()) if sub is not None else full_ref
             common = dict(model=s.model_name, resources=self.resources, checkpoint_every_s=s.trial.checkpoint_every_s,
                           inject_failures=s.trial.inject_failures, experiment=s.name)
-            self.clock = BudgetClock(offset=float(self.state["elapsed_s"]))
+            # The clock starts when the first trial is ready to train: Ray's one-off worker start-up
+            # (process, imports) is not charged to the search (see _maybe_start_clock).
+            self.clock = BudgetClock(offset=float(self.state["elapsed_s"]), running=False)
+            self._search_begin = time.monotonic()
             if not self.state.get("search_done"):
-                trainable = make_trainable(graph_1=sub_ref, graph_2=full_ref, stages=self._stage_specs(sub, full),
-                                           **common)
+                self._deadline_key = f"{self.run_dir.name}-{uuid.uuid4().hex[:12]}"
+                stages, graphs = self._search_stages(sub, full, full_ref)
+                trainable = make_trainable(graph_1=sub_ref, graph_2=full_ref, stages=stages, graphs=graphs,
+                                           deadline_key=self._deadline_key, **common)
                 budget_text = (f"{s.budget.seconds:g}s" if s.budget.timed else f"{s.budget.trials} trials")
                 if s.two_stage:
                     self.log(f"KGTuner: stage 1 (RF+BORE on the subgraph) then stage 2 (top-{s.top_k} expanded, "
                              f"full graph); budget {budget_text}, switch at {s.budget.stage1_fraction:g} of it; "
                              f"{self.slots} concurrent trials, {self.resources} each")
+                elif self.grash is not None:
+                    n = self.grash.config.initial_configs(s.budget)
+                    self.log(f"GraSH: {self.grash.config.rounds} rounds of successive halving (eta "
+                             f"{self.grash.config.eta}) from {n or 'as many as round 1 can start'} random "
+                             f"configurations of the '{Path(space.name).stem}' space; budget {budget_text}; "
+                             f"{self.slots} concurrent trials, {self.resources} each")
                 else:
                     self.log(f"one-stage {s.search_name} search on the full graph over the '{Path(space.name).stem}' space; "
                              f"budget {budget_text}; {self.slots} concurrent trials, {self.resources} each")
-                self.gauges.set_stage(int(self.state["stage"]))
+                self.gauges.set_stage(self._stage_gauge(int(self.state["stage"])))
                 self._search_finished = False
                 tuner = self._tuner(trainable, space)
                 tuner.fit()
@@ -418,7 +538,12 @@ class Coordinator:
 
     # ------------------------------------------------------------------ outputs
     def best_row(self) -> dict | None:
-        """The answer: best final-stage trial by validation MRR (stage 2 for KGTuner)."""
+        """The answer: best final-stage trial by validation MRR (stage 2 for KGTuner; GraSH: the last round reached)."""
+        if self.settings.search_name == "grash":
+            for stage in sorted({int(r["stage"]) for r in self.store.rows()}, reverse=True):
+                if self.store.best(stage) is not None:
+                    return self.store.best(stage)
+            return None
         stage = 2 if self.settings.two_stage else 1
         return self.store.best(stage) or (self.store.best(1) if self.settings.two_stage else None)
 
@@ -441,7 +566,9 @@ class Coordinator:
             "stage2_candidates": len(self.state.get("candidates") or []) if s.two_stage else None,
             "cluster": {"slots": self.slots, "resources_per_trial": self.resources},
             "final": self.state.get("final") or None,
+            "early_stop": self._early_stop_summary(),
             "run_dir": str(self.run_dir),
+            **({"rounds": self.grash.summary(self.store)} if self.grash is not None else {}),
         }
 
     def write_outputs(self) -> dict:
@@ -458,7 +585,8 @@ class Coordinator:
         budget = self.settings.budget
         plot_search_curve(self.store.rows(), self.run_dir / CURVE_FILE,
                           switch_s=summary["stage_switch_s"], budget_s=budget.end_s if budget.timed else None,
-                          title=f"{summary['search']}: {summary['dataset']} / {summary['model']}")
+                          title=f"{summary['search']}: {summary['dataset']} / {summary['model']}",
+                          stage_labels=self.grash.stage_labels() if self.grash is not None else None)
         if self.verbose:
             print(summary_table(self.store, summary), file=self.out, flush=True)
             self.log(f"outputs in {self.run_dir}: trials.parquet, summary.json, {BEST_CONFIG_FILE}, {CURVE_FILE}")

@@ -34,7 +34,9 @@ def load_graphs(settings: ExperimentSettings, *, need_subgraph: bool):
     kwargs = {k: data[k] for k in ("unseen", "ogb_root") if data.get(k) is not None}
     full = load_dataset(dataset_spec(data), **kwargs)
     sub = None
-    if need_subgraph:
+    if need_subgraph and settings.subgraph_ratio >= 1:
+        sub = full  # search.subgraph_ratio=1: stage 1 on the full graph (the paper's space ablation)
+    elif need_subgraph:
         sub = sample_subgraph(full, ratio=settings.subgraph_ratio, seed=settings.seed,
                               sampler=settings.subgraph_sampler).graph
     return full, sub

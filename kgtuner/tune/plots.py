@@ -20,11 +20,12 @@ def best_so_far(end_s: np.ndarray, mrr: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def plot_search_curve(rows: list[dict], path: str | os.PathLike, *, switch_s: float | None = None,
-                      budget_s: float | None = None, title: str = "") -> Path:
+                      budget_s: float | None = None, title: str = "", stage_labels: dict | None = None) -> Path:
     """Plot each stage's trials (dots) and best-so-far validation MRR (steps) against time.
 
     Stage-1 MRR is measured on the subgraph and stage-2 MRR on the full graph, so each stage has
-    its own curve; the stage switch (B/2) is a dashed line.
+    its own curve; the stage switch (B/2) is a dashed line. ``stage_labels`` (stage -> legend text)
+    replaces the defaults (GraSH: one label per round).
     """
     import matplotlib
 
@@ -33,13 +34,13 @@ def plot_search_curve(rows: list[dict], path: str | os.PathLike, *, switch_s: fl
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
     colours = {1: "tab:blue", 2: "tab:orange"}
-    labels = {1: "stage 1 (subgraph)", 2: "stage 2 (full graph)"}
+    labels = {1: "stage 1 (subgraph)", 2: "stage 2 (full graph)", **(stage_labels or {})}
     stages = sorted({r["stage"] for r in rows})
     for stage in stages:
         sel = [r for r in rows if r["stage"] == stage and r["status"] != "failed"]
         end = np.array([r["end_s"] if r["end_s"] is not None else np.nan for r in sel], dtype=float)
         mrr = np.array([r["valid_mrr"] if r["valid_mrr"] is not None else np.nan for r in sel], dtype=float)
-        label = labels[stage] if len(stages) > 1 else "search (full graph)"
+        label = labels.get(stage, f"stage {stage}") if len(stages) > 1 else "search (full graph)"
         ax.scatter(end, mrr, s=12, alpha=0.5, color=colours.get(stage, "tab:green"))
         x, y = best_so_far(end, mrr)
         if len(x):

@@ -4,9 +4,11 @@ One row per trial. Columns: ``trial_id``, ``stage`` (1 or 2), one column per hyp
 the engine's names, ``valid_mrr``/``valid_hits@k``, ``test_mrr``/``test_hits@k`` (where computed),
 ``status`` (``ok``/``failed``/``stopped``), ``error``, ``start_s``/``end_s`` (active seconds since
 the search started), ``node``, ``gpu``, plus ``graph`` (the graph it trained on: the stage-1
-subgraph or the full graph), ``steps``, ``trial_index``, timings (``launch_s``, ``setup_s``,
-``fit_s``, ``train_s``) and ``config_json`` (the exact trial configuration, so a resumed run gets
-the original types back).
+subgraph or the full graph), ``steps``, ``rung`` (for a trial stopped early by ASHA,
+``search.early_stop=asha``: the rung it reached, in training steps; null otherwise -- such a trial
+has status ``stopped``, its best validation MRR up to the rung and no test metrics), ``trial_index``,
+timings (``launch_s``, ``setup_s``, ``fit_s``, ``train_s``) and ``config_json`` (the exact trial
+configuration, so a resumed run gets the original types back).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ BASE_COLUMNS = ("trial_id", "stage")
 TAIL_COLUMNS = (
     *(f"valid_{k}" for k in METRIC_KEYS),
     *(f"test_{k}" for k in METRIC_KEYS),
-    "status", "error", "start_s", "end_s", "node", "gpu", "graph", "steps", "trial_index",
+    "status", "error", "start_s", "end_s", "node", "gpu", "graph", "steps", "rung", "trial_index",
     *("launch_s", "setup_s", "fit_s", "train_s"), "config_json",
 )
 #: Per-trial timing columns (seconds): driver start -> trainable start, trainable set-up (graph,
@@ -57,8 +59,12 @@ def _finite(x: Any) -> float | None:
 def make_row(trial_id: str, stage: int, config: dict, *, status: str, valid: dict | None = None,
              test: dict | None = None, error: str | None = None, start_s: float | None = None,
              end_s: float | None = None, node: str | None = None, gpu: str | None = None, graph: str | None = None,
-             steps: int | None = None, trial_index: int | None = None, timing: dict | None = None) -> dict:
-    """One trials.parquet row (hyper-parameters flattened under their own names)."""
+             steps: int | None = None, trial_index: int | None = None, timing: dict | None = None,
+             rung: int | None = None) -> dict:
+    """One trials.parquet row (hyper-parameters flattened under their own names); ``rung``: the ASHA rung
+    (steps) of a trial stopped early (status ``stopped``), else None."""
+    if rung is not None and status != "stopped":
+        raise ValueError(f"a trial with a rung was stopped early; status must be 'stopped', got {status!r}")
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
     row: dict[str, Any] = {"trial_id": str(trial_id), "stage": int(stage)}
@@ -67,7 +73,8 @@ def make_row(trial_id: str, stage: int, config: dict, *, status: str, valid: dic
         for key in METRIC_KEYS:
             row[f"{prefix}_{key}"] = _finite((metrics or {}).get(key))
     row.update(status=status, error=error, start_s=_finite(start_s), end_s=_finite(end_s), node=node,
-               gpu=None if gpu is None else str(gpu), graph=graph, steps=steps, trial_index=trial_index,
+               gpu=None if gpu is None else str(gpu), graph=graph, steps=steps,
+               rung=None if rung is None else int(rung), trial_index=trial_index,
                **{k: _finite((timing or {}).get(k)) for k in TIMING_COLUMNS},
                config_json=json.dumps(config, sort_keys=True))
     return row
@@ -90,7 +97,7 @@ def rows_to_frame(rows: Iterable[dict]) -> pd.DataFrame:
             # e.g. negatives: 128 or "1VsAll" -> one string column (exact values stay in config_json)
             frame[col] = frame[col].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v))
                                         else str(v))
-    for col in ("steps", "trial_index"):
+    for col in ("steps", "rung", "trial_index"):
         frame[col] = frame[col].astype("Int64")
     return frame
 
@@ -123,6 +130,7 @@ class ResultsStore:
                     node=rec.get("node"), gpu=rec.get("gpu"), graph=rec.get("graph"),
                     steps=None if pd.isna(rec.get("steps")) else int(rec["steps"]),
                     trial_index=None if pd.isna(rec.get("trial_index")) else int(rec["trial_index"]),
+                    rung=None if pd.isna(rec.get("rung")) else int(rec["rung"]),
                     timing={k: rec.get(k) for k in TIMING_COLUMNS})
         return store
 
@@ -155,14 +163,19 @@ class ResultsStore:
         return rows_to_frame(self.rows())
 
     def best(self, stage: int | None = None) -> dict | None:
-        """The row with the highest validation MRR among ok/stopped trials (of ``stage``), or None."""
+        """The row with the highest validation MRR among ok/stopped trials (of ``stage``), or None.
+
+        Trials stopped early by ASHA (``rung`` set: partly trained, no test metrics) are chosen only
+        when no fully-trained (ok, or stopped at the stage deadline) trial has a validation MRR."""
         cands = [r for r in self.rows(stage) if r["status"] != "failed" and r["valid_mrr"] is not None]
-        return max(cands, key=lambda r: r["valid_mrr"]) if cands else None
+        full = [r for r in cands if r.get("rung") is None]
+        return max(full or cands, key=lambda r: r["valid_mrr"]) if cands else None
 
     def top_configs(self, stage: int, k: int) -> list[dict]:
-        """The ``k`` best distinct configurations of ``stage`` by validation MRR (failed trials excluded)."""
+        """The ``k`` best distinct configurations of ``stage`` by validation MRR (failed trials excluded;
+        trials stopped early by ASHA after all fully-trained ones, higher rung first)."""
         cands = [r for r in self.rows(stage) if r["status"] != "failed" and r["valid_mrr"] is not None]
-        cands.sort(key=lambda r: (-r["valid_mrr"], r["trial_id"]))
+        cands.sort(key=lambda r: (r.get("rung") is not None, -(r.get("rung") or 0), -r["valid_mrr"], r["trial_id"]))
         out, seen = [], set()
         for row in cands:
             if row["config_json"] in seen:
@@ -171,6 +184,15 @@ class ResultsStore:
             out.append(json.loads(row["config_json"]))
             if len(out) == k:
                 break
+        return out
+
+    def early_stopped(self) -> dict[str, dict[str, int]]:
+        """Trials stopped early by ASHA per stage and rung: ``{"1": {"25": n, ...}, ...}``."""
+        out: dict[str, dict[str, int]] = {}
+        for row in self._rows.values():
+            if row.get("rung") is not None:
+                per = out.setdefault(str(row["stage"]), {})
+                per[str(row["rung"])] = per.get(str(row["rung"]), 0) + 1
         return out
 
     def counts(self) -> dict[str, dict[str, int]]:
@@ -212,8 +234,12 @@ def summary_table(store: ResultsStore, summary: dict, top: int = 10) -> str:
                  f"{'s' if budget.get('seconds') else 'trials'}; used {_fmt(budget.get('used_s'), 1)} s")
     for stage, per in sorted(store.counts().items()):
         lines.append(f"stage {stage}: {sum(per.values())} trials ({', '.join(f'{v} {k}' for k, v in per.items())})")
+    early = summary.get("early_stop")
+    if early:
+        lines.append(f"early stopping ({early.get('scheduler')}): {early.get('stopped')} trial(s) stopped at a rung "
+                     f"(stage: {{rung steps: trials}} {early.get('rungs')})")
     rows = [r for r in store.rows() if r["valid_mrr"] is not None]
-    rows.sort(key=lambda r: (-r["stage"], -r["valid_mrr"]))
+    rows.sort(key=lambda r: (-r["stage"], r.get("rung") is not None, -r["valid_mrr"]))
     head = ["trial_id", "stage", "status", "valid_mrr", "test_mrr", "batch_size", "dim", "loss", "negatives", "lr",
             "end_s"]
     table = [head] + [[_fmt(r.get(c)) for c in head] for r in rows[:top]]

@@ -11,7 +11,7 @@ from kgtuner.tune.stage_searcher import StagedSearcher
 def load_search_space(settings: ExperimentSettings, dataset: str):
     """The configured space -- or ``full`` for one-stage baselines left on the two-stage default.
 
-    KGTuner searches the decoupled space; the baselines (``search=random|tpe|rf_bore``) search the
+    KGTuner searches the decoupled space; the baselines (``search=random|tpe|rf_bore|grash``) search the
     full space on the full graph, as in the paper's comparison, so a baseline run whose ``space``
     group is still ``decoupled`` is switched to ``full``.
     """
@@ -37,9 +37,13 @@ def _expand(top_configs, *, space):
 
 
 def make_staged_searcher(settings: ExperimentSettings, space, slots: int) -> StagedSearcher:
-    """The experiment's searcher: KGTuner's two stages, or one stage for the baselines."""
+    """The experiment's searcher: KGTuner's two stages, or one stage for the baselines (GraSH: its rounds)."""
     from kgtuner.search import make_searcher
 
+    if settings.search_name == "grash":
+        from kgtuner.tune.grash_searcher import make_grash_searcher
+
+        return make_grash_searcher(settings, space, slots)
     search_cfg = dict(settings.search)
     budget = settings.budget
     stages = 2 if settings.two_stage else 1

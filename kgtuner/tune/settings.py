@@ -151,6 +151,14 @@ class ExperimentSettings:
     def model_name(self) -> str:
         return str(self.model.get("name"))
 
+    def early_stop_settings(self):
+        """``search.early_stop``/``search.asha`` parsed (``kgtuner.tune.early_stop.AshaSettings``), None when off;
+        ConfigError when invalid. Stage 1 of a one-stage search uses ``trial.stage2``'s controls."""
+        from kgtuner.tune.early_stop import parse_early_stop
+
+        stages = {1: self.trial.stage1, 2: self.trial.stage2} if self.two_stage else {1: self.trial.stage2}
+        return parse_early_stop(self.search, stages)
+
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "ExperimentSettings":
         """Validate the launcher's composed config (a DictConfig or a plain dict)."""
@@ -177,12 +185,16 @@ class ExperimentSettings:
             grace_fraction=_number("budget", "grace_fraction", budget_cfg.get("grace_fraction", 0.05)),
         )
         ratio = _number(where, "subgraph_ratio", search.get("subgraph_ratio", 0.2))
-        if not 0 < ratio < 1:
-            raise ConfigError(f"search.subgraph_ratio must lie in (0, 1) (fraction of entities kept in the "
-                              f"stage-1 subgraph; the paper uses 0.2), got {ratio}")
+        if not 0 < ratio <= 1:
+            raise ConfigError(f"search.subgraph_ratio must lie in (0, 1] (fraction of entities kept in the "
+                              f"stage-1 subgraph; the paper uses 0.2; 1 runs stage 1 on the full graph), got {ratio}")
         sampler = search.get("subgraph_sampler", "multi_rw")
         if sampler not in SAMPLERS:
             raise ConfigError(f"search.subgraph_sampler must be one of {list(SAMPLERS)}, got {sampler!r}")
+        if search.get("name") == "grash":  # GraSH's rounds, eta, num_configs, variant (and the trial budget)
+            from kgtuner.tune.grash import GraSHConfig
+
+            GraSHConfig.from_search(search, budget)
         data = dict(cfg["data"])
         if data.get("name") == "folder" and data.get("path") in (None, "", "???"):
             raise ConfigError("data.path is not set: give `data=folder data.path=DIR` (or set KGTUNER_DATA_PATH; "
@@ -212,4 +224,5 @@ class ExperimentSettings:
             name=str(cfg.get("name") or "kgtuner"),
             raw=dict(cfg),
         )
+        settings.early_stop_settings()  # validates search.early_stop / search.asha
         return settings

@@ -23,6 +23,12 @@ stopper), so the run ends by this searcher answering ``FINISHED``. The searcher 
 Tune's experiment state; it reaches the live budget clock and the coordinator through
 :mod:`kgtuner.tune.context`, so a restored experiment uses the new session's clock. A trial the
 trainable reports as failed is passed to the inner searcher as *errored* (recorded as worst).
+
+With ``search.early_stop=asha`` a trial the scheduler stopped at a rung
+(:mod:`kgtuner.tune.early_stop`; the live coordinator knows it, ``context.early_stop_of``) is
+passed to the inner searcher as a *low-fidelity* observation (result with
+``EARLY_STOPPED``/``EARLY_STOP_RUNG``), never as a finished MRR; when ranking stage-1
+configurations for stage 2 such trials come after every fully-trained one.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import Any, Callable
 from ray import cloudpickle
 from ray.tune.search import Searcher
 
+from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
 from kgtuner.tune import context
 
 
@@ -83,6 +90,7 @@ class StagedSearcher(Searcher):
         self.configs: dict[str, dict] = {}
         self.running: set[str] = set()
         self.stage1_scores: dict[str, tuple[dict, float]] = {}
+        self.stage1_early: dict[str, tuple[dict, float, int]] = {}  # stopped by ASHA: (config, mrr, rung)
         self.top: list[dict] = []
         self.candidates: list[dict] = []
 
@@ -100,14 +108,17 @@ class StagedSearcher(Searcher):
 
     def top_configs(self) -> list[dict]:
         """The ``top_k`` best distinct stage-1 configurations by validation MRR: finished trials by
-        their final result, still-running ones by the best value they reported so far."""
+        their final result, still-running ones by the best value they reported so far; trials
+        stopped early by ASHA after all of those (higher rung first, then MRR)."""
         scores = dict(self.stage1_scores)
         for tid, value in self.latest.items():
             if tid not in scores and tid in self.running and self.trial_stage.get(tid) == 1:
                 scores[tid] = (self.configs[tid], value)
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1][1], kv[0]))
+        ranked = [(cfg, tid) for tid, (cfg, _) in sorted(scores.items(), key=lambda kv: (-kv[1][1], kv[0]))]
+        ranked += [(cfg, tid) for tid, (cfg, _, _) in sorted(self.stage1_early.items(),
+                                                            key=lambda kv: (-kv[1][2], -kv[1][1], kv[0]))]
         out: list[dict] = []
-        for _, (cfg, _) in ranked:
+        for cfg, _ in ranked:
             if cfg not in out:
                 out.append(cfg)
             if len(out) == self.top_k:
@@ -202,13 +213,21 @@ class StagedSearcher(Searcher):
         if failed:
             inner.on_trial_complete(trial_id, result=None, error=True)
             return
+        early = context.early_stop_of(trial_id)
+        if early is not None:  # stopped at a rung: a low-fidelity observation, not a finished MRR
+            inner.on_trial_complete(trial_id, result={**result, EARLY_STOPPED: True,
+                                                      EARLY_STOP_RUNG: int(early["rung"])}, error=False)
+            if stage == 1 and trial_id in self.configs:
+                self.stage1_early[trial_id] = (self.configs[trial_id], float(result[self.metric]), int(early["rung"]))
+            return
         inner.on_trial_complete(trial_id, result=result, error=False)
         if stage == 1 and trial_id in self.configs:
             self.stage1_scores[trial_id] = (self.configs[trial_id], float(result[self.metric]))
 
     # ---- state -----------------------------------------------------------------------------
     _STATE = ("two_stage", "stage1_end_s", "end_s", "limits", "top_k", "max_concurrent", "latest", "phase",
-              "suggested", "trial_stage", "configs", "running", "stage1_scores", "top", "candidates")
+              "suggested", "trial_stage", "configs", "running", "stage1_scores", "stage1_early", "top",
+              "candidates")
 
     def get_state(self) -> dict[str, Any]:
         return {"own": {k: getattr(self, k) for k in self._STATE},
@@ -216,6 +235,7 @@ class StagedSearcher(Searcher):
                 "inner1": cloudpickle.dumps(self.inner1), "inner2": cloudpickle.dumps(self.inner2)}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        self.stage1_early = {}  # absent from states saved before early stopping existed
         for key, value in state["own"].items():
             setattr(self, key, value)
         self.inner1 = cloudpickle.loads(state["inner1"])

@@ -50,14 +50,19 @@ def split_config(config: dict) -> tuple[dict, dict]:
     return hp, meta
 
 
-def _graph(key: str, arrays: dict[str, np.ndarray]):
-    """The KnowledgeGraph and FilterIndex for ``arrays``, built once per worker process."""
+def _graph(key: str, arrays: dict[str, np.ndarray] | Any, limit: int = 2):
+    """The KnowledgeGraph and FilterIndex for ``arrays`` (or its ObjectRef), built once per worker
+    process; the cache keeps at most ``limit`` graphs (the experiment's distinct graphs)."""
     cached = _GRAPH_CACHE.get(key)
     if cached is None:
         from kgtuner.data import FilterIndex, KnowledgeGraph
 
+        if not isinstance(arrays, dict):  # an ObjectRef inside the ``graphs`` dict
+            import ray
+
+            arrays = ray.get(arrays)
         kg = KnowledgeGraph.from_arrays(arrays)
-        if len(_GRAPH_CACHE) >= 2:  # the subgraph and the full graph at most
+        if len(_GRAPH_CACHE) >= limit:  # the subgraph and the full graph (GraSH: each round's graph) at most
             _GRAPH_CACHE.clear()
         cached = _GRAPH_CACHE[key] = (kg, FilterIndex.from_graph(kg))
     return cached
@@ -99,13 +104,19 @@ def _placement() -> tuple[str, str]:
 
 def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, stages: dict, model: str,
                   checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
-                  experiment: str = "kgtuner") -> None:
+                  experiment: str = "kgtuner", graphs: dict | None = None,
+                  deadline_key: str | None = None) -> None:
     """Ray Tune function trainable: train ``config`` on its stage's graph and report each validation.
 
     ``graph_1``/``graph_2``: ``KnowledgeGraph.to_arrays()`` of the graph of stage 1 / stage 2;
     ``stages[s]``: ``{"graph_key", "controls", "deadline_unix"}`` of stage ``s`` (the trial's
     ``config["stage"]``). A validation report carries a checkpoint when ``checkpoint_every_s``
-    seconds passed since the last one (0: every validation; None: never).
+    seconds passed since the last one (0: every validation; None: never). ``graphs`` (GraSH: one
+    graph per round) maps graph keys to graph arrays or their ObjectRefs and then replaces
+    ``graph_1``/``graph_2``; a spec's ``validate_on_stop`` (default: stage 1) validates a trial
+    stopped at its deadline before its first validation. ``deadline_key``: where the coordinator
+    publishes the stage deadlines (:mod:`kgtuner.tune.deadlines`; a spec's ``deadline_unix`` is the
+    fallback); the trial marks it ready just before its first training step.
     """
     started_unix = time.time()
     t0 = time.perf_counter()
@@ -114,6 +125,7 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     from ray import tune
 
     from kgtuner.kge import TrainConfig, Trainer
+    from kgtuner.tune.deadlines import DeadlineWatch, mark_ready
     from kgtuner.tune.metrics import TrialMetrics
 
     torch.set_num_threads(_thread_count())
@@ -121,7 +133,9 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     stage = int(meta.get("stage", 2))
     spec = stages[stage]
     graph, graph_key, controls = (graph_1 if stage == 1 else graph_2), spec["graph_key"], spec["controls"]
-    deadline_unix = float(spec.get("deadline_unix", math.inf))
+    if graphs:
+        graph = graphs[graph_key]
+    deadline = DeadlineWatch(deadline_key, stage, float(spec.get("deadline_unix", math.inf)))
     node, gpu = _placement()
     trial_id = tune.get_context().get_trial_id() or "trial"
     gauges = TrialMetrics(trial_id, stage, experiment=experiment)
@@ -148,14 +162,14 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
             out[f"test_{k}"] = v
         tune.report(out)
 
-    if time.time() >= deadline_unix:
+    if deadline.passed():
         final("stopped", "stage ended before the trial started")
         return
     try:
         if int(meta.get("trial_index", -1)) in set(inject_failures):
             raise InjectedFailure(f"injected failure for trial number {meta['trial_index']} "
                                   "(test-only option trial.inject_failures)")
-        kg, filter_index = _graph(graph_key, graph)
+        kg, filter_index = _graph(graph_key, graph, limit=max(2, len(graphs or ())))
         cfg = TrainConfig.from_dict({**controls, **hp, "model": model})
         trainer_box: dict[str, Any] = {}
 
@@ -182,14 +196,14 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
                     tune.report(out, checkpoint=tune.Checkpoint.from_directory(tmp))
             else:
                 tune.report(out)
-            if time.time() >= deadline_unix:
+            if deadline.passed():
                 stopped_by_deadline = True
                 return True
             return False
 
         def past_deadline() -> bool:
             nonlocal stopped_by_deadline
-            if time.time() >= deadline_unix:
+            if deadline.passed():
                 stopped_by_deadline = True
             return stopped_by_deadline
 
@@ -201,6 +215,8 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
                 state = torch.load(os.path.join(d, STATE_FILE), map_location="cpu", weights_only=False)
             trainer.load_state_dict(state["trainer"])
             best.update(state["best"])
+        if deadline_key is not None:
+            mark_ready(deadline_key)  # the budget clock starts at the first ready trial
         t_fit = time.perf_counter()
         timing["setup_s"] = t_fit - t0
         result = trainer.fit()
@@ -218,7 +234,8 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     if status not in ("ok", "stopped"):
         final("failed", f"training ended with status '{status}': {getattr(result, 'message', '')}".strip(": "))
         return
-    if status == "stopped" and stage == 1 and best["valid"] is None and int(getattr(result, "steps", 0) or 0) > 0:
+    if (status == "stopped" and spec.get("validate_on_stop", stage == 1) and best["valid"] is None
+            and int(getattr(result, "steps", 0) or 0) > 0):
         # stopped at the switch before its first validation: validate once (the subgraph's small
         # valid split), so the stage-1 ranking has a value for every trial that trained
         try:
@@ -240,17 +257,19 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
 
 def make_trainable(*, graph_1, graph_2, stages: dict, model: str, resources: dict,
                    checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
-                   experiment: str = "kgtuner"):
+                   experiment: str = "kgtuner", graphs: dict | None = None, deadline_key: str | None = None):
     """``kgtuner_trial`` bound to the graphs of both stages and to per-trial resources.
 
     ``graph_1``/``graph_2`` are ``ObjectRef``s of the graphs' ``to_arrays()`` from one ``ray.put``
     each by the driver (``tune.with_parameters`` keeps a ref as it is, so every Tune run and
     every trial shares that one copy in the object store; numpy arrays arrive zero-copy).
+    ``graphs`` (GraSH): graph key -> ``ObjectRef``, resolved by a trial when it first needs that graph.
     """
     from ray import tune
 
     fn = tune.with_parameters(kgtuner_trial, graph_1=graph_1, graph_2=graph_2,
                               stages={int(k): dict(v) for k, v in stages.items()}, model=model,
                               checkpoint_every_s=checkpoint_every_s, inject_failures=tuple(inject_failures),
-                              experiment=experiment)
+                              experiment=experiment, graphs=dict(graphs) if graphs else None,
+                              deadline_key=deadline_key)
     return tune.with_resources(fn, resources)

@@ -1,0 +1,263 @@
+"""Write docs/benchmarks.md (and docs/benchmarks/*) from the benchmark outputs.
+
+Inputs (each optional except the main one; a missing one leaves its section out with a note):
+
+* ``--main``      ``scripts/bench_search.py --suite main`` output (search efficiency, Figure 7 style);
+* ``--ablation``  ``scripts/bench_search.py --suite ablation`` output (spaces and budget split);
+* ``--srcc``      ``scripts/bench_ablation.py`` output (subgraph samplers and ratios by SRCC).
+
+Every number on the page comes from these folders; ``make benchmarks`` regenerates all of them.
+
+Usage::
+
+    python scripts/benchmarks_page.py [--main outputs/bench_search] [--ablation outputs/bench_search_ablation]
+        [--srcc outputs/bench_ablation] [--page docs/benchmarks.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_search", REPO / "scripts" / "bench_search.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1])
+        mem = f", {kb / 2**20:.0f} GiB RAM"
+    except (OSError, StopIteration, ValueError):
+        pass
+    import ray
+    import sklearn
+    import torch
+
+    return (f"{os.cpu_count()} cores ({cpu}){mem}, {platform.system()} {platform.release()}; Python "
+            f"{platform.python_version()}, torch {torch.__version__}, Ray {ray.__version__}, scikit-learn "
+            f"{sklearn.__version__}")
+
+
+def _load(out: Path, bench) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    if not (out / "cells").is_dir():
+        return None
+    results, curves = bench.collect(out)
+    return (results, curves) if not results.empty else None
+
+
+def _cells_load(out: Path) -> str:
+    loads = []
+    for p in (out / "cells").glob("*/cell.json"):
+        rec = json.loads(p.read_text())
+        if rec.get("loadavg"):
+            loads.append(rec["loadavg"][0])
+    if not loads:
+        return "-"
+    return f"median {np.median(loads):.1f}, max {np.max(loads):.1f}"
+
+
+def verdict(results: pd.DataFrame, bench, contenders: list[str]) -> list[str]:
+    """Plain statements of who wins, computed from the results."""
+    lines = []
+    for metric, name in (("valid_mrr", "validation MRR (the searched objective)"), ("test_mrr", "test MRR")):
+        sub = results[results["algorithm"].isin(contenders)]
+        ranks = bench.mean_ranks(sub, metric)
+        if ranks.empty:
+            continue
+        best = ranks.index[0]
+        order = ", ".join(f"{bench.LABELS.get(a, a)} {r:.2f}" for a, r in ranks.items())
+        lines.append(f"- By {name}: mean ranks {order}; best: **{bench.LABELS.get(best, best)}**.")
+    wins = {}
+    for (dataset, model), block in results[results["algorithm"].isin(contenders)].groupby(["dataset", "model"]):
+        means = block.groupby("algorithm")["valid_mrr"].mean()
+        wins.setdefault(means.idxmax(), []).append(f"{dataset}/{model}")
+    for algo, where in sorted(wins.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"- Best mean validation MRR in {len(where)} of {sum(len(v) for v in wins.values())} "
+                     f"dataset/model pairs: {bench.LABELS.get(algo, algo)} ({', '.join(where)}).")
+    return lines
+
+
+def section_main(out: Path, docs: Path, bench, rel: str) -> list[str]:
+    loaded = _load(out, bench)
+    if loaded is None:
+        return ["## Search efficiency", "", f"_No results in `{out}` yet: run `make benchmarks`._", ""]
+    results, curves = loaded
+    bench.plot_curves(curves, results, docs / "search_curves.png")
+    results.to_parquet(docs / "results.parquet", index=False)
+    curves.to_parquet(docs / "curves.parquet", index=False)
+    rep = bench.report_tables(results, curves)
+    algos = rep["algorithms"]
+    paper4 = [a for a in ("kgtuner", "rf_bore", "tpe", "random") if a in algos]
+    budgets = results.groupby("dataset")["budget_s"].first()
+    n_seeds = results["seed"].nunique()
+    md = ["## Search efficiency (paper Figure 7, on a CPU)", "",
+          f"Command: `python scripts/bench_search.py --suite main --out {out}` "
+          f"({len(results)} searches; results in `{rel}/results.parquet`, curves in `{rel}/curves.parquet`).", "",
+          f"- Datasets: {', '.join(sorted(results['dataset'].unique()))} (from `../shared/datasets`); models: "
+          f"{', '.join(sorted(results['model'].unique()))}; seeds: {n_seeds} per cell (the searchers' and the "
+          "subgraph sampler's seed).",
+          "- Budget B per search (active seconds; the clock starts when the first trial is ready to train): "
+          + ", ".join(f"{d} {b:g} s" for d, b in budgets.items()) + ".",
+          "- Parallelism: one trial at a time on one CPU core for every algorithm; two searches ran side by side "
+          f"on the two cores (load average while cells ran: {_cells_load(out)}).",
+          "- CPU scale of the paper's settings: " + ", ".join(f"`{o}`" for o in bench.FULL_SIZES + bench.DECOUPLED_SIZES
+                                                               + bench.TRIAL_CONTROLS[1:]) + ".",
+          "- What a curve shows: the best validation MRR among trials that can be the answer (full graph, final "
+          "fidelity, not stopped early by ASHA) against active time, mean over seeds from the time every seed has "
+          "one. KGTuner's curve therefore starts after its stage switch (dotted line at B/2): stage-1 MRRs are "
+          "measured on the subgraph.", "",
+          f"![search curves]({rel}/search_curves.png)", "",
+          "### Final MRR of the answer (mean ± std over seeds; bold: best mean)", "", "Validation MRR:", "",
+          rep["tables"]["valid_mrr"], "", "Test MRR (of the configuration each search returned):", "",
+          rep["tables"]["test_mrr"], "",
+          f"### Mean rank over {rep['blocks']} dataset × model × seed blocks", "",
+          "Rank 1 = best in a block; ties share a rank; a search without an answer ranks last. "
+          f"'Reaches {bench.REFERENCE}'s final' counts the searches whose curve reaches random search's final "
+          "validation MRR of the same dataset/model/seed, and the median time they needed as a share of B.", "",
+          rep["tables"]["ranks"], "", "### Verdict", ""]
+    if paper4:
+        md += ["The paper's four algorithms (KGTuner, one-stage RF+BORE, TPE, random search):", ""]
+        md += verdict(results, bench, paper4) + [""]
+    extra = [a for a in algos if a not in paper4]
+    if extra:
+        md += ["All algorithms, including the multi-fidelity ones (" + ", ".join(bench.LABELS.get(a, a) for a in extra)
+               + "):", ""]
+        md += verdict(results, bench, algos) + [""]
+        if "kgtuner+asha" in algos:
+            sel = results[results["algorithm"].isin(["kgtuner", "kgtuner+asha"])]
+            per = sel.groupby("algorithm")[["trials", "stopped_early"]].mean()
+            if "kgtuner+asha" in per.index and "kgtuner" in per.index:
+                md += [f"- KGTuner+ASHA ran {per.loc['kgtuner+asha', 'trials']:.1f} trials per search "
+                       f"({per.loc['kgtuner+asha', 'stopped_early']:.1f} stopped early by ASHA) against "
+                       f"{per.loc['kgtuner', 'trials']:.1f} for KGTuner.", ""]
+    if rep["errors"]:
+        md += ["Searches that ended with an error:", ""] + [f"- {e}" for e in rep["errors"]] + [""]
+    return md
+
+
+def section_ablation(out: Path, main_out: Path, docs: Path, bench, rel: str) -> list[str]:
+    loaded = _load(out, bench)
+    if loaded is None:
+        return ["## Ablations: spaces and budget split", "", f"_No results in `{out}` yet._", ""]
+    results, curves = loaded
+    # reuse the main suite's KGTuner and RF+BORE cells of the same dataset/model/seed when present
+    main = _load(main_out, bench)
+    if main is not None:
+        keys = results[["dataset", "model", "seed"]].drop_duplicates()
+        for algo in ("kgtuner", "rf_bore"):
+            if algo in set(results["algorithm"]):
+                continue
+            m_res = main[0][main[0]["algorithm"] == algo].merge(keys)
+            m_cur = main[1][main[1]["algorithm"] == algo].merge(keys)
+            results = pd.concat([results, m_res], ignore_index=True)
+            curves = pd.concat([curves, m_cur], ignore_index=True)
+    bench.plot_curves(curves, results, docs / "ablation_curves.png")
+    results.to_parquet(docs / "ablation_results.parquet", index=False)
+    rep = bench.report_tables(results, curves)
+    md = ["## Ablations (paper Section 6.3)", "",
+          f"Command: `python scripts/bench_search.py --suite ablation --out {out}` (KGTuner and one-stage RF+BORE "
+          "cells are taken from the main suite when they exist there). Same budgets, scale and parallelism as above.", "",
+          "- Spaces: RF+BORE on the full space, on the shrunk space, and on the decoupled space with stage 1 on the "
+          "full graph (`search.subgraph_ratio=1.0`), against KGTuner (decoupled space, stage 1 on the 20% subgraph).",
+          "- Budget split: stage 1 gets B/4, B/2 (KGTuner's default) or 3B/4 (`search.stage1_fraction`).", "",
+          f"![ablation curves]({rel}/ablation_curves.png)", "", "Validation MRR:", "", rep["tables"]["valid_mrr"], "",
+          "Test MRR:", "", rep["tables"]["test_mrr"], "", rep["tables"]["ranks"], ""]
+    return md
+
+
+def section_srcc(out: Path, docs: Path, rel: str) -> list[str]:
+    md = ["## Subgraph samplers and ratios (paper Figures 5-6): SRCC", ""]
+    table = out / "summary.md"
+    if not table.exists():
+        return md + [f"_No results in `{out}` yet: run `python scripts/bench_ablation.py --out {out}`._", ""]
+    cmd = (out / "command.txt").read_text().strip() if (out / "command.txt").exists() else \
+        f"python scripts/bench_ablation.py --out {out}"
+    md += [f"Command: `{cmd}`.", "", table.read_text().strip(), ""]
+    for png in sorted(out.glob("*.png")):
+        shutil.copy(png, docs / f"srcc_{png.name}")
+        md += [f"![{png.stem}]({rel}/srcc_{png.name})", ""]
+    return md
+
+
+def section_importance(main_out: Path) -> list[str]:
+    """Hyper-parameter importances of the stage-1 forest on one KGTuner run, via kgtuner.analysis."""
+    try:
+        from kgtuner.analysis import hp_importance, load_trials
+    except ImportError:
+        return []
+    runs = sorted((main_out / "cells").glob("*__kgtuner__s0"))
+    if not runs:
+        return []
+    md = ["## Hyper-parameter importance (kgtuner.analysis)", "",
+          "Random-forest importances of the stage-1 trials (decoupled space, subgraph) of the seed-0 KGTuner "
+          "searches: `python -m kgtuner.analysis importance RUN_DIR`.", ""]
+    for run in runs:
+        try:
+            trials = load_trials(run)
+            imp = hp_importance(trials[trials["stage"] == 1])
+        except Exception as exc:  # noqa: BLE001 - a page section, not a failure
+            md.append(f"- {run.name}: {exc}")
+            continue
+        frame = imp if isinstance(imp, pd.DataFrame) else pd.DataFrame(imp)
+        top = frame.head(4)
+        name_col = next((c for c in ("hyper_parameter", "param", "name") if c in top.columns), top.columns[0])
+        val_col = next((c for c in ("permutation", "impurity", "importance") if c in top.columns), top.columns[-1])
+        md.append(f"- {run.name.replace('__kgtuner__s0', '').replace('__', ' / ')}: "
+                  + ", ".join(f"{r[name_col]} {float(r[val_col]):.2f}" for _, r in top.iterrows()))
+    return md + [""]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--main", default="outputs/bench_search")
+    ap.add_argument("--ablation", default="outputs/bench_search_ablation")
+    ap.add_argument("--srcc", default="outputs/bench_ablation")
+    ap.add_argument("--page", default="docs/benchmarks.md")
+    args = ap.parse_args(argv)
+    bench = _bench()
+    page = Path(args.page)
+    docs = page.with_suffix("")
+    docs.mkdir(parents=True, exist_ok=True)
+    rel = docs.name
+    md = ["# Benchmarks", "",
+          "Generated by `python scripts/benchmarks_page.py` from the outputs of the commands named in each section "
+          "(`make benchmarks` runs them all, about 80 minutes on 2 cores). Do not edit by hand.", "",
+          f"Machine: {machine()}.", "",
+          "Budgets here are tens of seconds per search, so that 100+ searches fit in an hour on 2 cores; the paper's "
+          "budgets are hours on GPUs. Trials are short and noisy at this scale; read the tables with their standard "
+          "deviations.", ""]
+    md += section_main(Path(args.main), docs, bench, rel)
+    md += section_ablation(Path(args.ablation), Path(args.main), docs, bench, rel)
+    md += section_srcc(Path(args.srcc), docs, rel)
+    md += section_importance(Path(args.main))
+    page.write_text("\n".join(md).rstrip() + "\n")
+    print(f"wrote {page} and {docs}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

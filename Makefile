@@ -30,7 +30,8 @@ test-fast: setup
 benchmarks: setup
 	$(BIN)/python scripts/bench_search.py --suite main --out outputs/bench_search
 	$(BIN)/python scripts/bench_search.py --suite ablation --out outputs/bench_search_ablation
-	$(BIN)/python scripts/bench_ablation.py --out outputs/bench_ablation
+	$(BIN)/python scripts/bench_ablation.py --dataset codex-s --configs 16 --max-steps 5000 --max-epochs 5 \
+		--valid-every 250 --out outputs/bench_ablation
 	$(BIN)/python scripts/benchmarks_page.py
 
 clean:

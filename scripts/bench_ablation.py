@@ -159,6 +159,8 @@ def main(argv=None) -> int:
     elapsed = time.perf_counter() - t0
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    given = sys.argv[1:] if argv is None else list(argv)
+    (out / "command.txt").write_text("python scripts/bench_ablation.py " + " ".join(given) + "\n")
     runs.to_parquet(out / "runs.parquet", index=False)
     graphs.to_csv(out / "graphs.csv", index=False)
     per_seed.to_csv(out / "per_seed.csv", index=False)

@@ -69,7 +69,7 @@ CLUSTER = ["cluster.num_cpus=1", "cluster.num_gpus=0", "cluster.include_dashboar
 
 #: Algorithms (and ablation variants) by name: Hydra overrides on top of the common ones.
 ALGORITHMS: dict[str, list[str]] = {
-    "kgtuner": ["search=kgtuner", "space=decoupled", *DECOUPLED_SIZES],
+    "kgtuner": ["search=kgtuner", "space=decoupled", *DECOUPLED_SIZES, "search.early_stop=null"],
     "rf_bore": ["search=rf_bore", "space=full", *FULL_SIZES],
     "tpe": ["search=tpe", "space=full", *FULL_SIZES],
     "random": ["search=random", "space=full", *FULL_SIZES],
@@ -77,9 +77,12 @@ ALGORITHMS: dict[str, list[str]] = {
     "kgtuner+asha": ["search=kgtuner", "space=decoupled", *DECOUPLED_SIZES, "search.early_stop=asha"],
     # ablations (paper Section 6.3): spaces searched by RF+BORE, and KGTuner's budget split
     "rf_bore-shrunk": ["search=rf_bore", "space=shrunk", *FULL_SIZES],
-    "rf_bore-decoupled": ["search=kgtuner", "space=decoupled", *DECOUPLED_SIZES, "search.subgraph_ratio=1.0"],
-    "kgtuner-split25": ["search=kgtuner", "space=decoupled", *DECOUPLED_SIZES, "search.stage1_fraction=0.25"],
-    "kgtuner-split75": ["search=kgtuner", "space=decoupled", *DECOUPLED_SIZES, "search.stage1_fraction=0.75"],
+    "rf_bore-decoupled": ["search=kgtuner", "space=decoupled", *DECOUPLED_SIZES, "search.early_stop=null",
+                          "search.subgraph_ratio=1.0"],
+    "kgtuner-split25": ["search=kgtuner", "space=decoupled", *DECOUPLED_SIZES, "search.early_stop=null",
+                        "search.stage1_fraction=0.25"],
+    "kgtuner-split75": ["search=kgtuner", "space=decoupled", *DECOUPLED_SIZES, "search.early_stop=null",
+                        "search.stage1_fraction=0.75"],
 }
 LABELS = {
     "kgtuner": "KGTuner", "rf_bore": "RF+BORE (one stage)", "tpe": "TPE", "random": "random", "grash": "GraSH",
@@ -90,9 +93,9 @@ LABELS = {
 SUITES: dict[str, dict] = {
     "main": dict(datasets=["umls", "kinships", "codex-s"], models=["complex", "distmult"], seeds=[0, 1, 2],
                  algorithms=["kgtuner", "rf_bore", "tpe", "random", "grash", "kgtuner+asha"]),
+    # KGTuner and one-stage RF+BORE of these cells come from the main suite (scripts/benchmarks_page.py)
     "ablation": dict(datasets=["kinships"], models=["complex"], seeds=[0, 1, 2],
-                     algorithms=["kgtuner", "rf_bore", "rf_bore-shrunk", "rf_bore-decoupled", "kgtuner-split25",
-                                 "kgtuner-split75"]),
+                     algorithms=["rf_bore-shrunk", "rf_bore-decoupled", "kgtuner-split25", "kgtuner-split75"]),
 }
 #: The reference for "time to reach": random search's final validation MRR in the same dataset/model/seed.
 REFERENCE = "random"
@@ -152,7 +155,8 @@ def plan_cells(datasets, models, algorithms, seeds, out: Path, data_root: Path, 
             for model in models:
                 for algorithm in algorithms:
                     run_dir = out / "cells" / cell_name(dataset, model, algorithm, seed)
-                    if (run_dir / "cell.json").exists() and not json.loads((run_dir / "cell.json").read_text()).get("error"):
+                    marker = run_dir / "cell.json"
+                    if marker.exists() and not json.loads(marker.read_text()).get("error"):
                         continue  # finished (a cell that ended with an error runs again)
                     cells.append(dict(dataset=dataset, model=model, algorithm=algorithm, seed=seed,
                                       budget_s=budget_s, run_dir=str(run_dir),
@@ -174,7 +178,8 @@ def run_cells(cells: list[dict], jobs: int) -> None:
             rec = fut.result()
             name = cell_name(c["dataset"], c["model"], c["algorithm"], c["seed"])
             err = f" ERROR {rec['error']}" if rec["error"] else ""
-            print(f"[{i}/{len(cells)} {time.perf_counter() - t0:6.0f}s] {name}: {rec['wall_s']:.0f}s wall{err}", flush=True)
+            elapsed = time.perf_counter() - t0
+            print(f"[{i}/{len(cells)} {elapsed:6.0f}s] {name}: {rec['wall_s']:.0f}s wall{err}", flush=True)
 
 
 # ----------------------------------------------------------------------------------------------- results
@@ -296,7 +301,8 @@ def plot_curves(curves: pd.DataFrame, results: pd.DataFrame, path: Path) -> None
             budget = float(results[(results["dataset"] == dataset)]["budget_s"].max())
             grid = np.linspace(0, budget * 1.06, 300)
             for algo in algos:
-                sel = curves[(curves["dataset"] == dataset) & (curves["model"] == model) & (curves["algorithm"] == algo)]
+                sel = curves[(curves["dataset"] == dataset) & (curves["model"] == model)
+                             & (curves["algorithm"] == algo)]
                 if sel.empty:
                     continue
                 y, _ = mean_curve(sel, grid)
@@ -339,7 +345,8 @@ def report_tables(results: pd.DataFrame, curves: pd.DataFrame) -> dict:
     ranks = {m: mean_ranks(results, m) for m in ("valid_mrr", "test_mrr")}
     reach = time_to_reach(curves, results) if REFERENCE in set(results["algorithm"]) else pd.DataFrame()
     rank_rows = ["| algorithm | mean rank (valid MRR) | mean rank (test MRR) | trials per search (mean) | "
-                 f"reaches {REFERENCE}'s final valid MRR | median time to it (share of B) |", "|---|---|---|---|---|---|"]
+                 f"reaches {REFERENCE}'s final valid MRR | median time to it (share of B) |",
+                 "|---|---|---|---|---|---|"]
     for a in sorted(algos, key=lambda a: ranks["valid_mrr"].get(a, np.inf)):
         sel = results[results["algorithm"] == a]
         if not reach.empty:
@@ -350,7 +357,8 @@ def report_tables(results: pd.DataFrame, curves: pd.DataFrame) -> dict:
         else:
             reached, med_text = "-", "-"
         rank_rows.append(f"| {LABELS.get(a, a)} | {ranks['valid_mrr'].get(a, np.nan):.2f} | "
-                         f"{ranks['test_mrr'].get(a, np.nan):.2f} | {sel['trials'].mean():.1f} | {reached} | {med_text} |")
+                         f"{ranks['test_mrr'].get(a, np.nan):.2f} | {sel['trials'].mean():.1f} | {reached} | "
+                         f"{med_text} |")
     lines["ranks"] = "\n".join(rank_rows)
     blocks = results.groupby(["dataset", "model", "seed"]).ngroups
     return {"tables": lines, "ranks": {m: r.to_dict() for m, r in ranks.items()}, "blocks": blocks,
@@ -397,7 +405,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         cells = plan_cells(args.datasets or suite["datasets"], args.models or suite["models"],
-                           args.algorithms or suite["algorithms"], args.seeds if args.seeds is not None else suite["seeds"],
+                           args.algorithms or suite["algorithms"],
+                           args.seeds if args.seeds is not None else suite["seeds"],
                            out, Path(args.data_root), args.budget_scale)
         run_cells(cells, max(1, args.jobs))
     write_report(out)

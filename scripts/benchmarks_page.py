@@ -49,7 +49,8 @@ def machine() -> str:
         pass
     mem = ""
     try:
-        kb = int(next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1])
+        lines = Path("/proc/meminfo").read_text().splitlines()
+        kb = int(next(ln for ln in lines if ln.startswith("MemTotal")).split()[1])
         mem = f", {kb / 2**20:.0f} GiB RAM"
     except (OSError, StopIteration, ValueError):
         pass
@@ -101,7 +102,7 @@ def verdict(results: pd.DataFrame, bench, contenders: list[str]) -> list[str]:
     return lines
 
 
-def section_main(out: Path, docs: Path, bench, rel: str) -> list[str]:
+def section_main(out: Path, docs: Path, bench, rel: str, data_root: Path) -> list[str]:
     loaded = _load(out, bench)
     if loaded is None:
         return ["## Search efficiency", "", f"_No results in `{out}` yet: run `make benchmarks`._", ""]
@@ -142,6 +143,7 @@ def section_main(out: Path, docs: Path, bench, rel: str) -> list[str]:
     if paper4:
         md += ["The paper's four algorithms (KGTuner, one-stage RF+BORE, TPE, random search):", ""]
         md += verdict(results, bench, paper4) + [""]
+    md += section_why(out, results, bench, data_root)
     extra = [a for a in algos if a not in paper4]
     if extra:
         md += ["All algorithms, including the multi-fidelity ones (" + ", ".join(bench.LABELS.get(a, a) for a in extra)
@@ -180,13 +182,26 @@ def section_ablation(out: Path, main_out: Path, docs: Path, bench, rel: str) -> 
     rep = bench.report_tables(results, curves)
     md = ["## Ablations (paper Section 6.3)", "",
           f"Command: `python scripts/bench_search.py --suite ablation --out {out}` (KGTuner and one-stage RF+BORE "
-          "cells are taken from the main suite when they exist there). Same budgets, scale and parallelism as above.", "",
+          "cells are taken from the main suite when they exist there). Same budgets, scale and parallelism as "
+          "above.", "",
           "- Spaces: RF+BORE on the full space, on the shrunk space, and on the decoupled space with stage 1 on the "
           "full graph (`search.subgraph_ratio=1.0`), against KGTuner (decoupled space, stage 1 on the 20% subgraph).",
           "- Budget split: stage 1 gets B/4, B/2 (KGTuner's default) or 3B/4 (`search.stage1_fraction`).", "",
           f"![ablation curves]({rel}/ablation_curves.png)", "", "Validation MRR:", "", rep["tables"]["valid_mrr"], "",
           "Test MRR:", "", rep["tables"]["test_mrr"], "", rep["tables"]["ranks"], ""]
-    return md
+    means = results.groupby("algorithm")["valid_mrr"].mean()
+    groups = (("Budget split (mean validation MRR)", [("kgtuner-split25", "B/4"), ("kgtuner", "B/2"),
+                                                      ("kgtuner-split75", "3B/4")]),
+              ("Spaces (mean validation MRR)", [("rf_bore", "RF+BORE, full space"),
+                                                ("rf_bore-shrunk", "RF+BORE, shrunk space"),
+                                                ("rf_bore-decoupled", "RF+BORE, decoupled space on the full graph"),
+                                                ("kgtuner", "KGTuner")]))
+    for title, items in groups:
+        got = [(label, means[a]) for a, label in items if a in means.index]
+        if got:
+            best = max(got, key=lambda kv: kv[1])[0]
+            md.append(f"- {title}: " + ", ".join(f"{label} {v:.3f}" for label, v in got) + f"; best: {best}.")
+    return md + [""]
 
 
 def section_srcc(out: Path, docs: Path, rel: str) -> list[str]:
@@ -196,7 +211,9 @@ def section_srcc(out: Path, docs: Path, rel: str) -> list[str]:
         return md + [f"_No results in `{out}` yet: run `python scripts/bench_ablation.py --out {out}`._", ""]
     cmd = (out / "command.txt").read_text().strip() if (out / "command.txt").exists() else \
         f"python scripts/bench_ablation.py --out {out}"
-    md += [f"Command: `{cmd}`.", "", table.read_text().strip(), ""]
+    cmd = cmd.replace(f"{REPO}/", "")  # paths inside the repository, relative
+    body = [ln for ln in table.read_text().strip().splitlines() if not ln.startswith("# ")]
+    md += [f"Command: `{cmd}`.", "", "\n".join(body).strip(), ""]
     for png in sorted(out.glob("*.png")):
         shutil.copy(png, docs / f"srcc_{png.name}")
         md += [f"![{png.stem}]({rel}/srcc_{png.name})", ""]
@@ -204,30 +221,123 @@ def section_srcc(out: Path, docs: Path, rel: str) -> list[str]:
 
 
 def section_importance(main_out: Path) -> list[str]:
-    """Hyper-parameter importances of the stage-1 forest on one KGTuner run, via kgtuner.analysis."""
-    try:
-        from kgtuner.analysis import hp_importance, load_trials
-    except ImportError:
-        return []
+    """Hyper-parameter importances of the stage-1 trials of the seed-0 KGTuner runs (kgtuner.analysis)."""
+    from kgtuner.analysis import hp_importance
+
     runs = sorted((main_out / "cells").glob("*__kgtuner__s0"))
     if not runs:
         return []
     md = ["## Hyper-parameter importance (kgtuner.analysis)", "",
-          "Random-forest importances of the stage-1 trials (decoupled space, subgraph) of the seed-0 KGTuner "
-          "searches: `python -m kgtuner.analysis importance RUN_DIR`.", ""]
+          "Permutation importance (drop of the forest's R² when one hyper-parameter is shuffled; the four largest) "
+          "of a random forest fitted to the stage-1 trials (decoupled space, subgraph) of the seed-0 KGTuner "
+          "searches: `python -m kgtuner.analysis importance RUN_DIR --stage 1`.", ""]
     for run in runs:
+        name = run.name.replace("__kgtuner__s0", "").replace("__", " / ")
         try:
-            trials = load_trials(run)
-            imp = hp_importance(trials[trials["stage"] == 1])
+            imp = hp_importance(run, stage=1)
         except Exception as exc:  # noqa: BLE001 - a page section, not a failure
-            md.append(f"- {run.name}: {exc}")
+            md.append(f"- {name}: not computed ({exc})")
             continue
-        frame = imp if isinstance(imp, pd.DataFrame) else pd.DataFrame(imp)
-        top = frame.head(4)
-        name_col = next((c for c in ("hyper_parameter", "param", "name") if c in top.columns), top.columns[0])
-        val_col = next((c for c in ("permutation", "impurity", "importance") if c in top.columns), top.columns[-1])
-        md.append(f"- {run.name.replace('__kgtuner__s0', '').replace('__', ' / ')}: "
-                  + ", ".join(f"{r[name_col]} {float(r[val_col]):.2f}" for _, r in top.iterrows()))
+        top = imp.head(4)
+        md.append(f"- {name} ({imp.attrs.get('n_trials', '?')} trials): "
+                  + ", ".join(f"{r.hp} {r.permutation:.2f}" for r in top.itertuples()))
+    return md + [""]
+
+
+def _answers(main_out: Path) -> pd.DataFrame:
+    """The configuration each search returned (summary.json), one row per cell."""
+    rows = []
+    for path in sorted((main_out / "cells").glob("*/summary.json")):
+        dataset, model, algorithm, seed = path.parent.name.split("__")
+        best = json.loads(path.read_text()).get("best") or {}
+        rows.append({"dataset": dataset, "model": model, "algorithm": algorithm, "seed": seed,
+                     **(best.get("config") or {})})
+    return pd.DataFrame(rows)
+
+
+def stage_srcc(main_out: Path) -> pd.DataFrame:
+    """Per KGTuner search: SRCC of the stage-1 score against the best stage-2 score of each expanded config."""
+    from kgtuner.analysis import stage_consistency
+
+    rows = []
+    for run in sorted((main_out / "cells").glob("*__kgtuner__s*")):
+        dataset, model, _, seed = run.name.split("__")
+        try:
+            res, _ = stage_consistency(run)
+        except Exception:  # noqa: BLE001 - too few matched configurations in a short run
+            continue
+        rows.append(dict(dataset=dataset, model=model, seed=seed, srcc=res.srcc, n=res.n))
+    return pd.DataFrame(rows, columns=["dataset", "model", "seed", "srcc", "n"])
+
+
+def section_why(main_out: Path, results: pd.DataFrame, bench, data_root: Path) -> list[str]:
+    """Where KGTuner (the paper's, without ASHA) is behind the best one-stage search, and the evidence."""
+    one_stage = [a for a in ("rf_bore", "tpe", "random") if a in set(results["algorithm"])]
+    full_space = [a for a in ("rf_bore", "tpe", "random", "grash") if a in set(results["algorithm"])]
+    if "kgtuner" not in set(results["algorithm"]) or not one_stage:
+        return []
+    means = results.groupby(["dataset", "model", "algorithm"])["valid_mrr"].mean().unstack()
+    answers = _answers(main_out)
+    srcc = stage_srcc(main_out).groupby(["dataset", "model"])["srcc"].mean()
+    won: list[str] = []
+    lost: list[str] = []
+    md = ["### Where KGTuner is behind, and why", "",
+          "Per dataset/model: KGTuner's mean validation MRR against the best of one-stage RF+BORE, TPE and random "
+          "search; the size of its stage-1 subgraph (20% of the entities); how well the stage-1 ranking carried "
+          "over to stage 2 (SRCC, mean over seeds; see below); and how many answers of the full-space searches "
+          "(RF+BORE, TPE, random, GraSH) lie outside KGTuner's shrunk space, which fixes Adam and no inverse "
+          "relations (paper Table 8).", "",
+          "| dataset / model | KGTuner | best one-stage | stage-1 subgraph | stage-1 → stage-2 SRCC | "
+          "full-space answers with inverse relations | with another optimizer than Adam |",
+          "|---|---|---|---|---|---|---|"]
+    for (dataset, model), row in means.iterrows():
+        rival = row[one_stage].idxmax()
+        ents = "-"
+        try:
+            names = set()
+            for split in ("train", "valid", "test"):
+                for line in (data_root / dataset / f"{split}.txt").read_text().splitlines():
+                    h, _, t = line.split("\t")
+                    names.update((h, t))
+            ents = f"{round(0.2 * len(names))} of {len(names)} entities"
+        except (OSError, ValueError):
+            pass
+        sel = answers[(answers["dataset"] == dataset) & (answers["model"] == model)
+                      & answers["algorithm"].isin(full_space)]
+        inv = int((sel.get("inverse", pd.Series(dtype=object)) == True).sum())  # noqa: E712
+        opt = int((sel.get("optimizer", pd.Series(dtype=object)).fillna("Adam") != "Adam").sum())
+        ahead = row["kgtuner"] >= row[rival]
+        (won if ahead else lost).append(f"{dataset}/{model} ({ents.split(' of ')[0]}-entity subgraph)")
+        mark = "" if ahead else " (behind)"
+        md.append(f"| {dataset} / {model} | {row['kgtuner']:.3f}{mark} | {bench.LABELS.get(rival, rival)} "
+                  f"{row[rival]:.3f} | {ents} | {srcc.get((dataset, model), float('nan')):.2f} | "
+                  f"{inv} of {len(sel)} | {opt} of {len(sel)} |")
+    md += ["", f"KGTuner is ahead of the one-stage searches on {', '.join(won) or 'none'}, and behind on "
+           f"{', '.join(lost) or 'none'}. Two measured differences go with the losses: many answers of the "
+           "full-space searches use inverse relations or an optimizer other than Adam, which KGTuner's shrunk space "
+           "leaves out (last two columns; DistMult, a symmetric model, gains from inverse relations), and the "
+           "stage-1 subgraphs of umls and kinships have only a few dozen entities. Inside the searches the stage-1 "
+           "order of the top configurations hardly predicts their stage-2 order on any dataset (SRCC column): "
+           "stage 1 works as a filter of bad regions rather than a ranking, and on the larger graph that filter "
+           "pays off. The paper's claim is about graphs where a 20% subgraph is still a sizeable graph."]
+    return md + [""]
+
+
+def section_stage_consistency(main_out: Path) -> list[str]:
+    """Inside KGTuner's runs: does the stage-1 (subgraph) ranking carry over to stage 2 (full graph)?"""
+    frame = stage_srcc(main_out).dropna(subset=["srcc"])
+    if frame.empty:
+        return []
+    table = frame.groupby(["dataset", "model"]).agg(srcc=("srcc", "mean"), sd=("srcc", "std"), n=("n", "mean"),
+                                                    runs=("srcc", "size"))
+    md = ["## Does the stage-1 ranking carry over? (inside the KGTuner searches)", "",
+          "SRCC between each expanded configuration's stage-1 score (subgraph, small batch/dim) and its best "
+          "stage-2 score (full graph), per search, mean over seeds: `python -m kgtuner.analysis stages RUN_DIR`. "
+          "Only the top-k stage-1 configurations reach stage 2, so this is a correlation among good ones.", "",
+          "| dataset / model | SRCC (mean ± std) | matched configurations | searches |", "|---|---|---|---|"]
+    for (dataset, model), r in table.iterrows():
+        sd = "-" if not np.isfinite(r["sd"]) else f"{r['sd']:.2f}"
+        md.append(f"| {dataset} / {model} | {r['srcc']:.2f} ± {sd} | {r['n']:.1f} | {int(r['runs'])} |")
     return md + [""]
 
 
@@ -237,6 +347,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ablation", default="outputs/bench_search_ablation")
     ap.add_argument("--srcc", default="outputs/bench_ablation")
     ap.add_argument("--page", default="docs/benchmarks.md")
+    ap.add_argument("--data-root", default=str(REPO.parent / "shared" / "datasets"))
     args = ap.parse_args(argv)
     bench = _bench()
     page = Path(args.page)
@@ -250,9 +361,10 @@ def main(argv=None) -> int:
           "Budgets here are tens of seconds per search, so that 100+ searches fit in an hour on 2 cores; the paper's "
           "budgets are hours on GPUs. Trials are short and noisy at this scale; read the tables with their standard "
           "deviations.", ""]
-    md += section_main(Path(args.main), docs, bench, rel)
+    md += section_main(Path(args.main), docs, bench, rel, Path(args.data_root))
     md += section_ablation(Path(args.ablation), Path(args.main), docs, bench, rel)
     md += section_srcc(Path(args.srcc), docs, rel)
+    md += section_stage_consistency(Path(args.main))
     md += section_importance(Path(args.main))
     page.write_text("\n".join(md).rstrip() + "\n")
     print(f"wrote {page} and {docs}/")

@@ -25,7 +25,7 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
 
-# Search-efficiency benchmark, ablations and docs/benchmarks.md (about 80 minutes on 2 cores; needs
+# Search-efficiency benchmark, ablations and docs/benchmarks.md (about an hour on 2 cores; needs
 # ../shared/datasets). Finished searches are kept in outputs/, so an interrupted run continues.
 benchmarks: setup
 	$(BIN)/python scripts/bench_search.py --suite main --out outputs/bench_search

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from ray.tune.search import Searcher
+from tune_helpers import Recorder
 
 from kgtuner.data import load_dataset
 from kgtuner.errors import ConfigError
@@ -154,32 +155,6 @@ def test_the_grash_group_composes_with_its_documented_defaults():
 
 
 # ----------------------------------------------------------------------------- searcher, without Ray
-class FakeTimer:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-
-class Recorder:
-    """A minimal live coordinator: a budget clock on a fake timer and the events it receives."""
-
-    def __init__(self):
-        self.timer = FakeTimer()
-        self.clock = BudgetClock(timer=self.timer)
-        self.events = []
-
-    def on_round_started(self, round_no, configs, previous):
-        self.events.append(("round", round_no, configs, previous))
-
-    def on_stage2_impossible(self, message):
-        self.events.append(("impossible", message))
-
-    def on_search_finished(self):
-        self.events.append("finished")
-
-
 @pytest.fixture
 def live():
     rec = Recorder()

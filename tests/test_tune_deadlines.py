@@ -6,27 +6,20 @@ import math
 import time
 
 import pytest
+from tune_helpers import FakeTimer
 
 from kgtuner.tune.budget import BudgetClock
 from kgtuner.tune.deadlines import DeadlineWatch
 
 
-class FakeTimer:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-
 def test_clock_made_stopped_stands_at_its_offset_until_started():
-    timer = FakeTimer()
+    timer = FakeTimer(100.0)
     clock = BudgetClock(offset=7.0, timer=timer, running=False)
-    timer.now += 30
+    timer.t += 30
     assert not clock.running and clock.elapsed() == 7.0
     assert clock.unix_time_at(20.0) == math.inf  # no deadline before the clock runs
     clock.start()
-    timer.now += 2
+    timer.t += 2
     assert clock.running and clock.elapsed() == pytest.approx(9.0)
     clock.start()  # a running clock is left alone
     assert clock.elapsed() == pytest.approx(9.0)
@@ -35,7 +28,7 @@ def test_clock_made_stopped_stands_at_its_offset_until_started():
 
 
 def test_clock_start_backdates_to_the_ready_mark():
-    timer = FakeTimer()
+    timer = FakeTimer(100.0)
     clock = BudgetClock(timer=timer, running=False)
     clock.start(since_unix=time.time() - 3.0)
     assert clock.elapsed() == pytest.approx(3.0, abs=0.2)
@@ -45,7 +38,7 @@ def test_clock_start_backdates_to_the_ready_mark():
 
 
 def test_deadline_watch_reads_the_store_at_most_every_ttl():
-    timer = FakeTimer()
+    timer = FakeTimer(100.0)
     reads = []
     published = {}
 
@@ -57,13 +50,13 @@ def test_deadline_watch_reads_the_store_at_most_every_ttl():
     assert watch.unix() == math.inf and not watch.passed()
     published[1] = time.time() - 1.0
     assert watch.unix() == math.inf  # cached within the ttl
-    timer.now += 0.6
+    timer.t += 0.6
     assert watch.passed() and len(reads) == 2
     assert DeadlineWatch("exp", stage=2, reader=reader, timer=timer).unix() == math.inf  # other stage: none
 
 
 def test_deadline_watch_keeps_its_value_when_the_store_fails():
-    timer = FakeTimer()
+    timer = FakeTimer(100.0)
     state = {"fail": False}
 
     def reader(key):
@@ -74,7 +67,7 @@ def test_deadline_watch_keeps_its_value_when_the_store_fails():
     watch = DeadlineWatch("exp", stage=2, fallback=999.0, ttl=0.1, reader=reader, timer=timer)
     assert watch.unix() == 123.0
     state["fail"] = True
-    timer.now += 1
+    timer.t += 1
     assert watch.unix() == 123.0
     assert DeadlineWatch(None, stage=2, fallback=5.0, reader=reader).unix() == 5.0  # no key: the fallback
 

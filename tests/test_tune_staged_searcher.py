@@ -2,47 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import pickle
 
 import pytest
 from ray.tune.search import Searcher
+from tune_helpers import Recorder
 
 from kgtuner.search import load_space, make_searcher
 from kgtuner.tune import context
-from kgtuner.tune.budget import BudgetClock
 from kgtuner.tune.searchers import _expand, _stage2_searcher
 from kgtuner.tune.stage_searcher import StagedSearcher
-
-import functools
-
-
-class FakeTimer:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-
-class Recorder:
-    """A minimal live coordinator: a budget clock on a fake timer, plus the events it receives."""
-
-    def __init__(self):
-        self.timer = FakeTimer()
-        self.clock = BudgetClock(timer=self.timer)
-        self.events = []
-
-    def on_stage1_ended(self):
-        self.events.append("stage1_ended")
-
-    def on_stage_switched(self, top, candidates):
-        self.events.append(("switched", len(top), len(candidates)))
-
-    def on_stage2_impossible(self, message):
-        self.events.append(("impossible", message))
-
-    def on_search_finished(self):
-        self.events.append("finished")
 
 
 @pytest.fixture

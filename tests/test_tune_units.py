@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from tune_helpers import FakeTimer
 
 from kgtuner.errors import ConfigError
 from kgtuner.tune.budget import Budget, BudgetClock
@@ -17,16 +18,8 @@ from kgtuner.tune.results import ResultsStore, make_row, rows_to_frame, summary_
 from kgtuner.tune.settings import ExperimentSettings, TrialSettings
 
 
-class FakeTimer:
-    def __init__(self):
-        self.t = 100.0
-
-    def __call__(self):
-        return self.t
-
-
 def test_clock_counts_offset_plus_session_time():
-    timer = FakeTimer()
+    timer = FakeTimer(100.0)
     clock = BudgetClock(offset=30.0, timer=timer)
     assert clock.elapsed() == pytest.approx(30.0)
     timer.t += 12.5

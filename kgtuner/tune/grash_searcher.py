@@ -18,7 +18,6 @@ coordinator through :mod:`kgtuner.tune.context`, and saves its whole state with 
 from __future__ import annotations
 
 import math
-import pickle
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from ray import cloudpickle
 from ray.tune.search import Searcher
 
 from kgtuner.tune import context
+from kgtuner.tune.searcher_state import PickledStateSearcher
 
 
 def _score(result: dict | None, metric: str, error: bool) -> float:
@@ -44,7 +44,7 @@ def _notify(name: str, *args) -> None:
         handler(*args)
 
 
-class GraSHSearcher(Searcher):
+class GraSHSearcher(PickledStateSearcher):
     """Successive halving over ``rounds`` rounds with reduction factor ``eta``.
 
     Args:
@@ -216,14 +216,6 @@ class GraSHSearcher(Searcher):
         for key, value in state["own"].items():
             setattr(self, key, value)
         self.initial = cloudpickle.loads(state["initial"])
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as fh:
-            pickle.dump(self.get_state(), fh)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as fh:
-            self.set_state(pickle.load(fh))
 
 
 def make_grash_searcher(settings, space, slots: int) -> GraSHSearcher:

@@ -34,7 +34,6 @@ configurations for stage 2 such trials come after every fully-trained one.
 from __future__ import annotations
 
 import math
-import pickle
 from typing import Any, Callable
 
 from ray import cloudpickle
@@ -42,6 +41,7 @@ from ray.tune.search import Searcher
 
 from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
 from kgtuner.tune import context
+from kgtuner.tune.searcher_state import PickledStateSearcher
 
 
 def _is_failed(result: dict | None, metric: str) -> bool:
@@ -51,7 +51,7 @@ def _is_failed(result: dict | None, metric: str) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-class StagedSearcher(Searcher):
+class StagedSearcher(PickledStateSearcher):
     """Run ``stage1`` until ``stage1_end_s``, then (two-stage) a stage-2 searcher until ``end_s``.
 
     Args:
@@ -240,11 +240,3 @@ class StagedSearcher(Searcher):
             setattr(self, key, value)
         self.inner1 = cloudpickle.loads(state["inner1"])
         self.inner2 = cloudpickle.loads(state["inner2"])
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as fh:
-            pickle.dump(self.get_state(), fh)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as fh:
-            self.set_state(pickle.load(fh))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from ray.tune.search import Searcher
-from tune_helpers import Recorder
+from tune_helpers import Recorder, set_dotted
 
 from kgtuner.data import load_dataset
 from kgtuner.errors import ConfigError
@@ -79,13 +79,7 @@ def _settings(**over):
                   "stage2": {"max_steps": 300, "valid_every": 50, "patience": 2}},
         "cluster": {"num_gpus": 2}, "final": {"seeds": 0},
     }
-    for dotted, value in over.items():
-        node = cfg
-        *parents, last = dotted.split(".")
-        for p in parents:
-            node = node[p]
-        node[last] = value
-    return ExperimentSettings.from_config(cfg)
+    return ExperimentSettings.from_config(set_dotted(cfg, over))
 
 
 def test_plan_samples_growing_subgraphs_and_sizes_steps():

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from tune_helpers import FakeTimer
+from tune_helpers import FakeTimer, set_dotted
 
 from kgtuner.errors import ConfigError
 from kgtuner.tune.budget import Budget, BudgetClock
@@ -72,13 +72,7 @@ def _cfg(**over):
                   "stage2": {"max_steps": 10, "valid_every": 5, "patience": 2}},
         "cluster": {"num_gpus": 8}, "final": {"seeds": 0},
     }
-    for dotted, value in over.items():
-        node = cfg
-        *parents, last = dotted.split(".")
-        for p in parents:
-            node = node[p]
-        node[last] = value
-    return cfg
+    return set_dotted(cfg, over)
 
 
 def test_settings_accepts_the_defaults():

@@ -38,3 +38,14 @@ class Recorder:
 
     def on_search_finished(self):
         self.events.append("finished")
+
+
+def set_dotted(cfg: dict, overrides: dict) -> dict:
+    """Apply ``{"a.b.c": value}`` overrides to a nested config dict in place; return it."""
+    for dotted, value in overrides.items():
+        node = cfg
+        *parents, last = dotted.split(".")
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    return cfg

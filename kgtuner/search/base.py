@@ -54,7 +54,22 @@ def _as_space(space: Any) -> SearchSpace | None:
     raise ConfigError(f"space must be a SearchSpace, a space name/path or a Ray param_space, got {type(space).__name__}")
 
 
-class SpaceSearcher(Searcher):
+class PickledStateSearcher(Searcher):
+    """A ``Searcher`` whose experiment checkpoint is its ``get_state()`` pickled into one file.
+
+    Subclasses define ``get_state``/``set_state`` (plain data; inner searchers cloudpickled), so a
+    restored experiment (``Tuner.restore``) continues exactly where it stopped."""
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as fh:
+            pickle.dump(self.get_state(), fh)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as fh:
+            self.set_state(pickle.load(fh))
+
+
+class SpaceSearcher(PickledStateSearcher):
     """Base class. ``candidates`` switches to finite-candidate mode (each proposed once, then
     ``Searcher.FINISHED``); ``min_distance`` is the near-duplicate tolerance (fraction of each
     continuous range, log scale for log parameters); ``max_concurrent`` caps pending trials
@@ -166,14 +181,6 @@ class SpaceSearcher(Searcher):
         self._n_suggested = state["n_suggested"]
         if self._candidate_cfgs is not None:
             self._used = state["used"].copy()
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.get_state(), f)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as f:
-            self.set_state(pickle.load(f))
 
     # -- Ray Tune Searcher API ---------------------------------------------------------------
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec) -> bool:

@@ -24,8 +24,8 @@ from typing import Any
 from ray import cloudpickle
 from ray.tune.search import Searcher
 
+from kgtuner.search.base import PickledStateSearcher
 from kgtuner.tune import context
-from kgtuner.tune.searcher_state import PickledStateSearcher
 
 
 def _score(result: dict | None, metric: str, error: bool) -> float:

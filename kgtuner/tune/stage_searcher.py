@@ -39,9 +39,8 @@ from typing import Any, Callable
 from ray import cloudpickle
 from ray.tune.search import Searcher
 
-from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
+from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED, PickledStateSearcher
 from kgtuner.tune import context
-from kgtuner.tune.searcher_state import PickledStateSearcher
 
 
 def _is_failed(result: dict | None, metric: str) -> bool:

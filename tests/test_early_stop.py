@@ -231,26 +231,44 @@ def _cfg(search: dict, **trial):
     }
 
 
+def _composed_search(name: str) -> dict:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from kgtuner.paths import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return OmegaConf.to_container(compose(config_name="config", overrides=[f"search={name}"]).search)
+
+
 def test_conf_defaults_and_asha_parses():
-    """KGTuner stops hopeless trials by default (it ranked better so in docs/benchmarks.md); RF+BORE does not."""
-    for name, default in (("kgtuner", "asha"), ("rf_bore", None)):
-        doc = yaml.safe_load((REPO / "conf" / "search" / f"{name}.yaml").read_text())
-        assert doc["early_stop"] == default and doc["asha"] == {"reduction_factor": 4, "grace_validations": 1}
-        off = ExperimentSettings.from_config(_cfg({**doc, "early_stop": None}))
-        assert off.early_stop_settings() is None
-        on = ExperimentSettings.from_config(_cfg({**doc, "early_stop": "asha"}))
-        assert on.early_stop_settings() == AshaSettings(4.0, 1)
+    """search=kgtuner is the paper's algorithm (no early stopping); the ASHA variant has its own name
+    and inherits every other setting; the one-stage baselines may switch ASHA on."""
+    paper, asha = _composed_search("kgtuner"), _composed_search("kgtuner_asha")
+    assert paper["early_stop"] is None and asha["early_stop"] == "asha" and asha["name"] == "kgtuner_asha"
+    assert {k: v for k, v in asha.items() if k not in ("name", "early_stop")} == \
+        {k: v for k, v in paper.items() if k not in ("name", "early_stop")}
+    assert ExperimentSettings.from_config(_cfg(paper)).early_stop_settings() is None
+    on = ExperimentSettings.from_config(_cfg(asha))
+    assert on.two_stage and on.early_stop_settings() == AshaSettings(4.0, 1)
+    doc = _composed_search("rf_bore")
+    assert doc["early_stop"] is None and doc["asha"] == {"reduction_factor": 4, "grace_validations": 1}
+    assert ExperimentSettings.from_config(_cfg({**doc, "early_stop": "asha"})).early_stop_settings() == \
+        AshaSettings(4.0, 1)
     random = ExperimentSettings.from_config(_cfg({"name": "random", "early_stop": "asha"}))
     assert random.early_stop_settings() == AshaSettings()
 
 
 @pytest.mark.parametrize("search, trial, fragment", [
-    ({"name": "kgtuner", "early_stop": "hyperband"}, {}, "search.early_stop"),
+    ({"name": "rf_bore", "early_stop": "hyperband"}, {}, "search.early_stop"),
     ({"name": "tpe", "early_stop": "asha"}, {}, "search=tpe"),
-    ({"name": "kgtuner", "early_stop": "asha", "asha": {"eta": 3}}, {}, r"search.asha: unknown key\(s\) \['eta'\]"),
-    ({"name": "kgtuner", "early_stop": "asha", "asha": {"reduction_factor": 1}}, {}, "search.asha.reduction_factor"),
-    ({"name": "kgtuner", "early_stop": "asha", "asha": {"grace_validations": 0}}, {}, "search.asha.grace_validations"),
-    ({"name": "kgtuner", "early_stop": "asha", "asha": {"grace_validations": 8}}, {}, "trial.stage1.max_steps"),
+    ({"name": "kgtuner", "early_stop": "asha"}, {}, "search=kgtuner_asha"),
+    ({"name": "kgtuner_asha", "early_stop": None}, {}, "choose search=kgtuner"),
+    ({"name": "kgtuner_asha", "early_stop": "asha", "asha": {"eta": 3}}, {}, r"search.asha: unknown key\(s\) \['eta'\]"),
+    ({"name": "kgtuner_asha", "early_stop": "asha", "asha": {"reduction_factor": 1}}, {}, "search.asha.reduction_factor"),
+    ({"name": "kgtuner_asha", "early_stop": "asha", "asha": {"grace_validations": 0}}, {},
+     "search.asha.grace_validations"),
+    ({"name": "kgtuner_asha", "early_stop": "asha", "asha": {"grace_validations": 8}}, {}, "trial.stage1.max_steps"),
     ({"name": "rf_bore", "early_stop": "asha"}, {"valid_every": 200}, "trial.stage1.valid_every"),
 ])
 def test_bad_early_stop_config_names_the_key(search, trial, fragment):
@@ -260,7 +278,7 @@ def test_bad_early_stop_config_names_the_key(search, trial, fragment):
 
 def test_parse_early_stop_alone():
     assert parse_early_stop({"name": "kgtuner"}, STAGES) is None
-    assert parse_early_stop({"name": "kgtuner", "early_stop": "asha", "asha": {"reduction_factor": 3}},
+    assert parse_early_stop({"name": "kgtuner_asha", "early_stop": "asha", "asha": {"reduction_factor": 3}},
                             STAGES).reduction_factor == 3.0
 
 
@@ -271,7 +289,7 @@ def test_asha_stops_trials_in_a_run_on_8_logical_gpus(tmp_path):
     cmd = [sys.executable, "-m", "kgtuner.launch", f"hydra.run.dir={run_dir}", "cluster.include_dashboard=false",
            # a trial budget (no stage deadline: robust on a loaded machine); 8 stage-1 trials reach
            # rung 10 together, and every one below the 75th percentile of those before it is stopped
-           "cluster.num_gpus=8", "budget.seconds=null", "budget.trials=16", "search.early_stop=asha",
+           "cluster.num_gpus=8", "budget.seconds=null", "budget.trials=16", "search=kgtuner_asha",
            "trial.stage1.valid_every=10", "trial.stage1.max_steps=160",
            "trial.stage2.valid_every=20", "trial.stage2.max_steps=100"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
@@ -287,13 +305,18 @@ def test_asha_stops_trials_in_a_run_on_8_logical_gpus(tmp_path):
         assert pd.isna(row["test_mrr"])
         assert f"trial {row['trial_id']} stopped by ASHA at rung {row['rung']}" in proc.stdout
     # Tune's own per-trial results: a stopped trial reported nothing after its stop, and the trial
-    # actors (reuse_actors) went on to serve later trials (8 worker processes for all the trials)
+    # actors (reuse_actors) went on to serve later trials of their stage (8 worker processes a stage;
+    # the switch waits for every stage-1 trial, so Tune may retire idle stage-1 actors meanwhile)
     results = {p.parent.name[len("trial_"):]: [json.loads(line) for line in p.read_text().splitlines()]
                for p in (run_dir / "search").glob("trial_*/result.json")}
     for _, row in early.iterrows():
         assert [r["step"] for r in results[row["trial_id"]]][-1] == row["steps"]
-    pids = {rows[-1]["pid"] for rows in results.values()}
-    assert len(results) == len(df) and len(pids) <= 8 < len(df)
+    stage_of = dict(zip(df["trial_id"], df["stage"]))
+    assert len(results) == len(df)
+    for stage in (1, 2):
+        rows = [r for tid, r in results.items() if stage_of[tid] == stage]
+        assert len({r[-1]["pid"] for r in rows}) <= 8 < len(df)
+    assert sum(stage_of[tid] == 1 for tid in results) > 8  # so some stage-1 actor served a second trial
     assert summary["early_stop"]["scheduler"] == "asha"
     assert summary["early_stop"]["stopped"] == len(early)
     assert summary["best"]["trial_id"] not in set(early["trial_id"])

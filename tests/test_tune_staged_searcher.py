@@ -41,8 +41,9 @@ def _strip(c):
     return {k: v for k, v in c.items() if k not in ("stage", "trial_index", "batch_size", "dim")}
 
 
-def test_two_stages_switch_at_the_deadline_ranking_running_trials_by_their_reports(live, space):
-    s = _searcher(space, stage1_end_s=10, end_s=20)
+def test_switch_ranks_only_when_every_stage1_trial_has_its_value(live, space):
+    """Trials still running at B/2 enter the top-k with their final values: the ranking waits for them."""
+    s = _searcher(space, stage1_end_s=10, end_s=20, grace_s=2.0)
     ids = [f"t{i}" for i in range(4)]
     configs = {tid: s.suggest(tid) for tid in ids}
     assert all(c["stage"] == 1 and c["batch_size"] == 128 and c["dim"] == 100 for c in configs.values())
@@ -50,19 +51,39 @@ def test_two_stages_switch_at_the_deadline_ranking_running_trials_by_their_repor
     assert s.suggest("full") is None  # 4 running = max_concurrent
     for i, tid in enumerate(ids[:2]):
         s.on_trial_complete(tid, {"valid_mrr": 0.1 * (i + 1), "trial_status": "ok"})
-    s.on_trial_result("t2", {"valid_mrr": 0.9})  # t2 still running, best so far 0.9; t3 never reported
-    live.timer.t = 11.0  # past B/2: switch now, although t2 and t3 are still running (stopping)
-    cfgs2 = [s.suggest(f"s{i}") for i in range(4)]  # stopping stage-1 trials do not block stage 2
-    assert "stage1_ended" in live.events and ("switched", 3, 12) in live.events
+    s.on_trial_result("t2", {"valid_mrr": 0.05})  # t2 still running, low so far; t3 never reported
+    live.timer.t = 11.0  # past B/2: stage 1 closes, t2 and t3 are stopping
+    assert s.suggest("s0") is None and s.phase == "switch" and "stage1_ended" in live.events
+    s.on_trial_complete("t2", {"valid_mrr": 0.9, "trial_status": "stopped"})  # its final validation: the best
+    live.timer.t = 11.5
+    assert s.suggest("s0") is None  # t3 has no value yet
+    s.on_trial_complete("t3", {"valid_mrr": 0.25, "trial_status": "stopped"})
+    live.timer.t = 12.0
+    cfgs2 = [s.suggest(f"s{i}") for i in range(4)]
+    assert ("switched", 3, 12) in live.events and live.switch_wait_s == pytest.approx(1.0)
+    assert s.switch_wait_s == pytest.approx(1.0)
     assert all(c["stage"] == 2 and c["batch_size"] in (256, 512) and c["dim"] in (200, 400) for c in cfgs2)
-    top = [_strip(configs[t]) for t in ("t2", "t1", "t0")]
+    top = [_strip(configs[t]) for t in ("t2", "t3", "t1")]  # t2 and t3 ended after B/2 and are ranked
     assert [_strip(c) for c in s.top] == top
     assert all(_strip(c) in top for c in cfgs2) and len(s.candidates) == 12
     assert s.suggest("s4") is None  # 4 stage-2 trials running
-    s.on_trial_complete("t3", {"valid_mrr": float("nan"), "trial_status": "stopped"})  # no metric: worst
-    assert s.suggest("s4") is None
     live.timer.t = 21.0
     assert s.suggest("s5") == Searcher.FINISHED and "finished" in live.events
+
+
+def test_switch_waits_at_most_the_grace(live, space):
+    """A stage-1 trial that has not ended grace_s after stage 1 closed is ranked by its report so far."""
+    s = _searcher(space, top_k=3, stage1_end_s=10, end_s=20, grace_s=2.0)
+    configs = {tid: s.suggest(tid) for tid in ("a", "b", "c")}
+    s.on_trial_complete("a", {"valid_mrr": 0.3})
+    s.on_trial_result("b", {"valid_mrr": 0.8})  # b keeps running past the grace; c never reports
+    live.timer.t = 10.5
+    assert s.suggest("x") is None
+    live.timer.t = 12.6
+    cfg = s.suggest("x")
+    assert cfg["stage"] == 2 and ("grace_passed", ("b", "c")) in live.events
+    assert [_strip(c) for c in s.top] == [_strip(configs["b"]), _strip(configs["a"])]
+    assert s.switch_wait_s == pytest.approx(2.1)
 
 
 def test_switch_waits_when_no_stage1_trial_has_reported_yet(live, space):

@@ -27,8 +27,12 @@ class Recorder:
     def on_stage1_ended(self):
         self.events.append("stage1_ended")
 
-    def on_stage_switched(self, top, candidates):
+    def on_stage_switched(self, top, candidates, wait_s=0.0):
         self.events.append(("switched", len(top), len(candidates)))
+        self.switch_wait_s = wait_s
+
+    def on_switch_grace_passed(self, running, latest):
+        self.events.append(("grace_passed", tuple(running)))
 
     def on_round_started(self, round_no, configs, previous):
         self.events.append(("round", round_no, configs, previous))

@@ -1,10 +1,17 @@
-"""Candidate generation for RF+BORE and the (near-)duplicate test, on internal arrays."""
+"""Candidate generation for RF+BORE and the (near-)duplicate test, on internal arrays.
+
+``evolve`` is the reference KGTuner code's candidate scheme: offspring of the best configurations
+are 20 % fresh random samples, 40 % one/two-parameter mutations and 40 % uniform crossovers.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from kgtuner.search.space import SearchSpace
+
+#: Shares of fresh random samples, mutations and crossovers among ``evolve``'s offspring (reference code).
+EVOLVE_SHARES = (0.2, 0.4, 0.4)
 
 
 def generate(space: SearchSpace, rng: np.random.Generator, n: int, parents: np.ndarray | None = None,
@@ -14,6 +21,21 @@ def generate(space: SearchSpace, rng: np.random.Generator, n: int, parents: np.n
     n_local = int(round(n * local_fraction)) if parents is not None and len(parents) else 0
     local = space.mutate_array(rng, parents, n_local, scale) if n_local else np.empty((0, len(space)))
     return np.vstack([space.sample_array(rng, n - len(local)), local])
+
+
+def evolve(space: SearchSpace, rng: np.random.Generator, parents: np.ndarray, n: int,
+           scale: float = 0.1, shares: tuple[float, float, float] = EVOLVE_SHARES) -> np.ndarray:
+    """About ``n`` offspring of ``parents``: fresh samples, mutations and crossovers in ``shares``."""
+    n_random = int(round(n * shares[0]))
+    n_mut = int(round(n * shares[1]))
+    n_cross = max(0, n - n_random - n_mut)
+    parts = [space.sample_array(rng, n_random)] if n_random else []
+    if len(parents):
+        parts += [space.mutate_array(rng, parents, n_mut, scale), space.crossover_array(rng, parents, n_cross)]
+    else:
+        parts.append(space.sample_array(rng, n_mut + n_cross))
+    parts = [p for p in parts if len(p)]
+    return np.vstack(parts) if parts else np.empty((0, len(space)))
 
 
 def near_duplicates(space: SearchSpace, cand: np.ndarray, taken: np.ndarray, tol: float) -> np.ndarray:

@@ -55,6 +55,7 @@ SEARCHERS: dict[str, Callable[..., Searcher]] = {
     "tpe": _tpe,
     "rf_bore": _rf_bore,
     "kgtuner": _rf_bore,
+    "kgtuner_asha": _rf_bore,
     "grash": _random,
 }
 

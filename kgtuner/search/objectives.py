@@ -150,3 +150,48 @@ def best_so_far(values: list[float | None]) -> np.ndarray:
     """Running maximum of the values (-inf before the first success)."""
     v = np.array([-np.inf if x is None else x for x in values], dtype=np.float64)
     return np.maximum.accumulate(v) if len(v) else v
+
+
+class TableObjective:
+    """A surrogate of a real KGE search: real training results (``scripts/kge_trial_table.py``: one
+    JSON line per configuration with ``config`` and ``valid_mrr``, null for a failed run) turned into
+    an objective over the same space by distance-weighted ``k``-nearest-neighbour regression on the
+    standardised features (the surrogate-benchmark method of HPOBench/YAHPO, with a model class
+    unlike the searchers'). A configuration whose nearest recorded neighbour failed fails too, so
+    infeasible regions stay infeasible."""
+
+    def __init__(self, path, k: int = 3):
+        import json
+        from pathlib import Path
+
+        from kgtuner.search.loading import load_space
+
+        rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        if len(rows) < k + 1:
+            raise ValueError(f"{path}: {len(rows)} rows; a table objective needs more than k={k}")
+        first = rows[0]
+        self.name = f"kge_{Path(path).stem}"
+        self._space = load_space(first["space"], model=first["model"], dataset=first["dataset"])
+        self.k = int(k)
+        X = self._space.encode([r["config"] for r in rows])
+        self._mean, self._std = X.mean(axis=0), np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
+        self._X = (X - self._mean) / self._std
+        self._y = np.array([np.nan if r["valid_mrr"] is None else float(r["valid_mrr"]) for r in rows])
+        self.optimum = float(np.nanmax(self._y))
+        self.n_rows = len(rows)
+
+    def space(self) -> SearchSpace:
+        return self._space
+
+    def __call__(self, cfg: Mapping) -> float | None:
+        x = (self._space.encode([dict(cfg)])[0] - self._mean) / self._std
+        d = np.sqrt(((self._X - x) ** 2).sum(axis=1))
+        near = np.argsort(d, kind="stable")[: self.k]
+        if np.isnan(self._y[near[0]]):
+            return None
+        ok = near[~np.isnan(self._y[near])]
+        w = 1.0 / (d[ok] + 1e-6)
+        return float((w * self._y[ok]).sum() / w.sum())
+
+    def objective(self) -> Objective:
+        return Objective(self.name, self, self.optimum, self.space)

@@ -17,21 +17,28 @@ Each model-based suggestion:
    continuous range, same value of every choice) of a finished or pending configuration is
    returned (``pending="exclude"``, the default). ``pending="pseudo_negative"`` additionally adds
    the pending configurations to the training set as class 0 (a pessimistic "constant liar");
-   ``"ignore"`` does neither (for comparisons). ``scripts/bench_searcher.py`` compares the three
-   with 8 asynchronous workers: on the finite ``kge_discrete`` grid, ignoring pending trials
-   re-ran about 3 configurations per 50-evaluation run and found a worse median best (0.575 vs
-   0.591 with exclusion); on continuous spaces exclusion and ignoring behave alike; pseudo-negatives
-   were better than exclusion on some functions and worse on others across two runs, so they are
-   an option, not the default;
-3. refits the forest (``kgtuner.search.forest.RollingForest``) if the training data changed;
-4. scores ``n_candidates`` candidates in vectorised ``predict_proba`` calls: random samples, then
-   (``local_fraction`` of the pool) one/two-parameter mutations of the best-scoring samples, a
-   local refinement of the acquisition as in BORE; returns the most probable class-1 candidate
-   that is not a near-duplicate. Measured on the test functions of ``kgtuner.search.objectives``
-   (10 seeds, 60 evaluations, median best): mutating the best *observed* configurations made the
-   search greedy (branin_mixed -7.0, random search -6.1); refining the best candidates
-   (``local_fraction=0.25``) gave -2.7 / 0.520 (kge_surrogate), random candidates alone -1.5 /
-   0.521 at one ``predict_proba`` pass instead of two, hence the default ``local_fraction=0``.
+   ``"ignore"`` does neither (for comparisons);
+3. refits the whole forest (``kgtuner.search.forest.RollingForest``) when the training data
+   changed, as the reference code does after every trial (``trees_per_fit`` refits only the
+   oldest slice instead: cheaper, staler);
+4. scores candidates as the reference code does: ``n_candidates`` random samples, then
+   ``evolve_rounds`` rounds of evolution (:func:`kgtuner.search.candidates.evolve`: 20 % fresh,
+   40 % one/two-parameter mutations, 40 % uniform crossovers) of the ``n_parents`` best-scoring
+   candidates and the class-1 observations, ``n_offspring`` per round, all in vectorised
+   ``predict_proba`` calls; returns the most probable class-1 candidate that is not a near-duplicate;
+5. batches of concurrent suggestions are diversified (``batch="thompson"``, the default): while
+   other trials are pending, a suggestion maximises the mean of a random draw of
+   ``thompson_trees`` of the forest's trees instead of the whole forest -- a Thompson-style sample
+   of the bootstrap ensemble (each tree is fit on its own bootstrap sample), so the up to 8
+   suggestions made from one forest for 8 GPUs go to different plausible optima rather than
+   crowding around the single argmax. A suggestion with nothing pending uses the whole forest,
+   exactly as the sequential algorithm of the paper. ``batch="none"`` turns this off.
+
+``scripts/bench_searcher.py`` compares these choices with 8 asynchronous workers, on the
+synthetic objectives of ``kgtuner.search.objectives`` and on surrogates of real KGE searches
+(``kgtuner.search.objectives.TableObjective``: real training results on the demo graph and
+codex-s); the defaults follow that comparison (see the closing note of issue 12 and
+docs/benchmarks.md).
 
 The first ``n_initial`` finished trials are random. In finite-candidate mode (``candidates=[...]``,
 KGTuner's stage 2) the forest scores the not-yet-proposed candidates instead and each candidate is
@@ -47,11 +54,12 @@ import numpy as np
 
 from kgtuner.errors import ConfigError
 from kgtuner.search.base import SpaceSearcher
-from kgtuner.search.candidates import first_novel, generate
+from kgtuner.search.candidates import evolve, first_novel
 from kgtuner.search.forest import RollingForest
 
 PENDING_STRATEGIES = ("pseudo_negative", "exclude", "ignore")
 INITIAL_ORDERS = ("random", "ordered")
+BATCH_STRATEGIES = ("thompson", "none")
 
 
 class RFBORESearcher(SpaceSearcher):
@@ -70,10 +78,16 @@ class RFBORESearcher(SpaceSearcher):
     gamma : float
         Fraction of the finished trials labelled class 1 (0.25 as in BORE/KGTuner).
     n_trees, trees_per_fit : int
-        Forest size, and trees refit per update (see ``RollingForest``; None = refit all).
+        Forest size, and trees refit per update (see ``RollingForest``; None = refit all, the default).
     n_candidates : int
-        Candidates scored per suggestion; ``local_fraction`` of them are mutations of the
-        ``n_parents`` best-scoring random candidates, moved by ``mutation_scale`` (unit scale).
+        Random candidates scored per suggestion.
+    evolve_rounds, n_offspring, n_parents, mutation_scale :
+        Evolutionary refinement of the candidates: rounds, offspring per round, parents (best-scoring
+        candidates plus class-1 observations) and the mutation step (unit scale).
+    batch : {"thompson", "none"}
+        Diversification of concurrent suggestions (see the module docstring).
+    thompson_trees : int
+        Trees in each Thompson-style draw (``batch="thompson"``).
     pending : {"pseudo_negative", "exclude", "ignore"}
         How pending trials enter the model (see the module docstring).
     seed : int
@@ -94,8 +108,9 @@ class RFBORESearcher(SpaceSearcher):
 
     def __init__(self, space: Any = None, metric: str | None = None, mode: str | None = "max",
                  n_initial: int | None = None, gamma: float = 0.25, n_trees: int = 200,
-                 trees_per_fit: int | None = 40, n_candidates: int = 2048, local_fraction: float = 0.0,
-                 n_parents: int = 10, mutation_scale: float = 0.1, pending: str = "exclude",
+                 trees_per_fit: int | None = None, n_candidates: int = 4096, evolve_rounds: int = 2,
+                 n_offspring: int = 1024, n_parents: int = 32, mutation_scale: float = 0.1,
+                 batch: str = "thompson", thompson_trees: int = 20, pending: str = "exclude",
                  seed: int = 0, candidates: Sequence[Mapping[str, Any]] | None = None,
                  max_concurrent: int | None = None, min_distance: float = 0.01, n_jobs: int | None = 1,
                  initial: str = "random"):
@@ -105,9 +120,12 @@ class RFBORESearcher(SpaceSearcher):
             (int(n_trees) >= 1, "n_trees must be >= 1"),
             (trees_per_fit is None or int(trees_per_fit) >= 1, "trees_per_fit must be >= 1 or null"),
             (int(n_candidates) >= 1, "n_candidates must be >= 1"),
-            (0 <= float(local_fraction) <= 1, "local_fraction must be in [0, 1]"),
+            (int(evolve_rounds) >= 0, "evolve_rounds must be >= 0"),
+            (int(n_offspring) >= 1, "n_offspring must be >= 1"),
             (int(n_parents) >= 1, "n_parents must be >= 1"),
             (float(mutation_scale) > 0, "mutation_scale must be > 0"),
+            (batch in BATCH_STRATEGIES, f"batch must be one of {BATCH_STRATEGIES}"),
+            (int(thompson_trees) >= 1, "thompson_trees must be >= 1"),
             (pending in PENDING_STRATEGIES, f"pending must be one of {PENDING_STRATEGIES}"),
             (initial in INITIAL_ORDERS, f"initial must be one of {INITIAL_ORDERS}"),
         ]
@@ -115,13 +133,18 @@ class RFBORESearcher(SpaceSearcher):
             if not ok:
                 raise ConfigError(f"RFBORESearcher: {msg} (got n_initial={n_initial!r}, gamma={gamma!r}, "
                                   f"n_trees={n_trees!r}, trees_per_fit={trees_per_fit!r}, "
-                                  f"n_candidates={n_candidates!r}, pending={pending!r})")
+                                  f"n_candidates={n_candidates!r}, evolve_rounds={evolve_rounds!r}, "
+                                  f"n_offspring={n_offspring!r}, batch={batch!r}, "
+                                  f"thompson_trees={thompson_trees!r}, pending={pending!r})")
         self.n_initial = None if n_initial is None else int(n_initial)
         self.gamma = float(gamma)
         self.n_candidates = int(n_candidates)
-        self.local_fraction = float(local_fraction)
+        self.evolve_rounds = int(evolve_rounds)
+        self.n_offspring = int(n_offspring)
         self.n_parents = int(n_parents)
         self.mutation_scale = float(mutation_scale)
+        self.batch = batch
+        self.thompson_trees = int(thompson_trees)
         self.pending = pending
         self.initial = initial
         self._forest = RollingForest(int(n_trees), trees_per_fit, n_jobs=n_jobs)
@@ -170,24 +193,40 @@ class RFBORESearcher(SpaceSearcher):
             self._fit_key = key
         return y_obs
 
-    def acquisition(self, X: np.ndarray) -> np.ndarray:
-        """Predicted class-1 probability of internal rows (the forest must be fitted)."""
-        return self._forest.predict(self._space.encode_array(X))
+    def acquisition(self, X: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Predicted class-1 probability of internal rows (the forest must be fitted); ``weights``:
+        per-tree weights of a Thompson-style draw (None: the whole forest)."""
+        return self._forest.predict(self._space.encode_array(X), weights)
 
-    # -- proposals ---------------------------------------------------------------------------
+    def _tree_weights(self) -> np.ndarray | None:
+        """A Thompson-style draw over the trees while other trials are pending (``batch="thompson"``):
+        ``thompson_trees`` trees drawn without replacement, equal weights; None otherwise."""
+        n = self._forest.n_trees
+        if self.batch != "thompson" or not self._pending or self.thompson_trees >= n:
+            return None
+        w = np.zeros(n)
+        w[self._rng.choice(n, size=self.thompson_trees, replace=False)] = 1.0 / self.thompson_trees
+        return w
+
+    def _good_rows(self, y_obs: np.ndarray) -> np.ndarray:
+        """Internal rows of the class-1 observations (parents of the evolutionary refinement)."""
+        rows = [r for r, label in zip(self._obs_rows, y_obs) if label == 1]
+        return np.array(rows) if rows else np.empty((0, len(self._space)))
+
     def _propose_row(self) -> np.ndarray:
         include_pending = self.pending != "ignore"
         if not self._model_ready():
             return self._random_row(include_pending)
-        self._fit()
-        n_local = int(round(self.n_candidates * self.local_fraction))
-        cand = generate(self._space, self._rng, self.n_candidates - n_local)
-        p = self.acquisition(cand)
-        if n_local:
-            # local refinement of the acquisition (as in BORE): mutate the best-scoring candidates
-            parents = cand[np.argsort(-p, kind="stable")[: self.n_parents]]
-            local = self._space.mutate_array(self._rng, parents, n_local, self.mutation_scale)
-            cand, p = np.vstack([cand, local]), np.concatenate([p, self.acquisition(local)])
+        y_obs = self._fit()
+        weights = self._tree_weights()
+        cand = self._space.sample_array(self._rng, self.n_candidates)
+        p = self.acquisition(cand, weights)
+        good = self._good_rows(y_obs)
+        for _ in range(self.evolve_rounds):
+            parents = np.vstack([cand[np.argsort(-p, kind="stable")[: self.n_parents]], good])
+            kids = evolve(self._space, self._rng, parents, self.n_offspring, self.mutation_scale)
+            if len(kids):
+                cand, p = np.vstack([cand, kids]), np.concatenate([p, self.acquisition(kids, weights)])
         order = np.argsort(-p, kind="stable")
         i = first_novel(self._space, cand, order, self._taken_rows(include_pending), self.min_distance)
         return cand[i] if i is not None else self._random_row(include_pending)
@@ -198,7 +237,7 @@ class RFBORESearcher(SpaceSearcher):
                 return int(np.min(remaining))
             return int(self._rng.choice(remaining))
         self._fit()
-        p = self.acquisition(self._cand_rows[remaining])
+        p = self.acquisition(self._cand_rows[remaining], self._tree_weights())
         return int(remaining[int(np.argmax(p))])
 
     # -- state -------------------------------------------------------------------------------

@@ -200,6 +200,18 @@ class SearchSpace:
                 break
         return X[~self.excluded(X)]
 
+    def crossover_array(self, rng: np.random.Generator, parents: np.ndarray, n: int) -> np.ndarray:
+        """``n`` uniform crossovers of random pairs of ``parents`` (each parameter from either parent).
+
+        Conditions are made consistent afterwards (a parameter that becomes active without a value
+        is drawn fresh, one that becomes inactive is dropped); excluded results are dropped."""
+        if n <= 0 or len(parents) == 0:
+            return np.empty((0, len(self)))
+        a = parents[rng.integers(0, len(parents), size=n)]
+        b = parents[rng.integers(0, len(parents), size=n)]
+        X = self.complete(np.where(rng.random(a.shape) < 0.5, a, b), self._fresh(rng, n))
+        return X[~self.excluded(X)]
+
     def to_array(self, cfgs: Iterable[Mapping[str, Any]]) -> np.ndarray:
         """Internal rows of configurations (values outside the space raise ``ConfigError``)."""
         cfgs = list(cfgs)

@@ -46,9 +46,15 @@ def stage1_ended() -> None:
     _call("on_stage1_ended")
 
 
-def stage_switched(top: list, candidates: list) -> None:
-    """Stage 2 starts with ``candidates`` expanded from the ``top`` stage-1 configurations."""
-    _call("on_stage_switched", top, candidates)
+def stage_switched(top: list, candidates: list, wait_s: float = 0.0) -> None:
+    """Stage 2 starts with ``candidates`` expanded from the ``top`` stage-1 configurations, ranked
+    ``wait_s`` seconds after stage 1 closed (the wait for its running trials to end)."""
+    _call("on_stage_switched", top, candidates, wait_s)
+
+
+def switch_grace_passed(running: list, latest: dict) -> None:
+    """The switch's wait ended with stage-1 trials ``running``; ``latest``: their best value so far (or None)."""
+    _call("on_switch_grace_passed", running, latest)
 
 
 def stage2_impossible(message: str) -> None:

@@ -70,6 +70,12 @@ def trial_dirname(trial) -> str:
     """Short trial folder names (Tune's default repeats the whole configuration)."""
     return f"trial_{trial.trial_id}"
 BEST_CONFIG_FILE = "best_config.yaml"
+#: summary.json's warning (and the log's) when a two-stage search's answer comes from stage 1.
+SUBGRAPH_ANSWER_WARNING = (
+    "stage 2 produced no successful trial, so the answer is the best STAGE-1 trial: its configuration "
+    "uses stage 1's batch size and dimension and its metrics were measured on the stage-1 subgraph, "
+    "not on the dataset; retrain it on the full graph (python -m kgtuner.train --config-dir <run dir> "
+    "--config-name best_config) or rerun with a larger budget")
 #: Groups whose change makes a resumed run a different experiment.
 FINGERPRINT_KEYS = ("data", "model", "space", "search", "budget", "seed")
 
@@ -300,15 +306,33 @@ class Coordinator:
 
     # ------------------------------------------------------------------ searcher events
     def on_stage1_ended(self) -> None:
-        self.log(f"stage 1 ends at t={self.elapsed():.1f}s: no new stage-1 trials; {len(self.live)} running "
-                 "trial(s) stop now, ranked by their best validation MRR so far")
+        running = len(self.live)
+        grace = self.settings.budget.grace_s
+        self.state["stage1_closed_s"] = round(self.elapsed(), 3)
+        self.log(f"stage 1 ends at t={self.elapsed():.1f}s: no new stage-1 trials; the {running} running trial(s) "
+                 + ("stop before their next step (best validation so far, or one final validation)"
+                    if self.settings.budget.timed else "finish (each is one of the budgeted trials)")
+                 + "; the top-k is ranked when every stage-1 trial has its value"
+                 + (f" (at most {grace:.1f}s from now: budget.grace_fraction)" if math.isfinite(grace) else ""))
 
-    def on_stage_switched(self, top: list, candidates: list) -> None:
-        self.state.update(stage=2, top=top, candidates=candidates, switch_s=round(self.elapsed(), 3))
+    def on_switch_grace_passed(self, running: list, latest: dict) -> None:
+        ranked = [t for t in running if latest.get(t) is not None]
+        self.log(f"warning: {len(running)} stage-1 trial(s) still running {self.settings.budget.grace_s:.1f}s "
+                 f"(budget.grace_fraction) after stage 1 ended: {', '.join(running)}; "
+                 + (f"{', '.join(ranked)} ranked by the best validation MRR reported so far" if ranked else "")
+                 + ("; " if ranked and len(ranked) < len(running) else "")
+                 + (f"{len(running) - len(ranked)} without any validation left out of the ranking"
+                    if len(ranked) < len(running) else ""))
+        self.state["switch_unfinished"] = list(running)
+
+    def on_stage_switched(self, top: list, candidates: list, wait_s: float = 0.0) -> None:
+        self.state.update(stage=2, top=top, candidates=candidates, switch_s=round(self.elapsed(), 3),
+                          switch_wait_s=round(float(wait_s), 3))
         self.save_state()
         self.gauges.set_stage(2)
-        self.log(f"stage switch at t={self.elapsed():.1f}s: top-{len(top)} stage-1 configurations expanded to "
-                 f"{len(candidates)} stage-2 candidates; RF+BORE re-initialised; trials now train on the full graph")
+        self.log(f"stage switch at t={self.elapsed():.1f}s, {wait_s:.1f}s after stage 1 ended (waiting for its "
+                 f"running trials): top-{len(top)} of all stage-1 configurations expanded to {len(candidates)} "
+                 "stage-2 candidates; RF+BORE re-initialised; trials now train on the full graph")
 
     def on_stage2_impossible(self, message: str) -> None:
         self.state["error"] = message
@@ -547,22 +571,36 @@ class Coordinator:
         stage = 2 if self.settings.two_stage else 1
         return self.store.best(stage) or (self.store.best(1) if self.settings.two_stage else None)
 
+    def answer_from_subgraph(self, best: dict | None) -> bool:
+        """True when a two-stage search's answer is a stage-1 trial (stage 2 produced no successful
+        trial): its metrics were measured on the subgraph, not on the dataset."""
+        return bool(best is not None and self.settings.two_stage and int(best["stage"]) == 1
+                    and self.settings.subgraph_ratio < 1)
+
     def summary(self) -> dict:
         s = self.settings
         best = self.best_row()
         counts = self.store.counts()
+        from_subgraph = self.answer_from_subgraph(best)
         return {
             "search": s.search_name, "two_stage": s.two_stage, "model": s.model_name,
             "dataset": s.data.get("name") or s.data.get("path"),
             "best": None if best is None else {
                 "trial_id": best["trial_id"], "stage": best["stage"], "config": json.loads(best["config_json"]),
-                "valid": metrics_of(best, "valid"), "test": metrics_of(best, "test")},
+                "valid": metrics_of(best, "valid"), "test": metrics_of(best, "test"),
+                "graph": best.get("graph"), "from_subgraph": from_subgraph},
+            "warnings": ([SUBGRAPH_ANSWER_WARNING] if from_subgraph else []),
             "trials_per_stage": {k: sum(v.values()) for k, v in counts.items()},
             "status_per_stage": counts,
             "budget": {"seconds": s.budget.seconds, "trials": s.budget.trials,
                        "stage1_fraction": s.budget.stage1_fraction if s.two_stage else None,
-                       "used_s": round(float(self.state.get("search_elapsed_s", self.elapsed())), 3)},
+                       "used_s": round(float(self.state.get("search_elapsed_s", self.elapsed())), 3),
+                       "grace_s": s.budget.grace_s if s.two_stage and s.budget.timed else None,
+                       "stage1_closed_s": self.state.get("stage1_closed_s") if s.two_stage else None,
+                       "switch_wait_s": self.state.get("switch_wait_s") if s.two_stage else None},
             "stage_switch_s": s.budget.stage1_end_s if s.two_stage and s.budget.timed else None,
+            "stage2_started_s": self.state.get("switch_s") if s.two_stage else None,
+            "stage2_top": len(self.state.get("top") or []) if s.two_stage else None,
             "stage2_candidates": len(self.state.get("candidates") or []) if s.two_stage else None,
             "cluster": {"slots": self.slots, "resources_per_trial": self.resources},
             "final": self.state.get("final") or None,
@@ -578,6 +616,8 @@ class Coordinator:
 
         self.store.flush()
         summary = self.summary()
+        for warning in summary["warnings"]:
+            self.log(f"WARNING: {warning}")
         write_summary(self.run_dir, summary)
         if summary["best"] is not None:
             write_best_config(self.run_dir / BEST_CONFIG_FILE, self.settings, summary["best"]["config"],

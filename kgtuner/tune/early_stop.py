@@ -41,7 +41,7 @@ from kgtuner.errors import ConfigError
 EARLY_STOPPERS = ("asha",)
 #: Searches whose searchers take an early-stopped trial as a low-fidelity observation
 #: (``kgtuner.search.base.SpaceSearcher``); TPE (Optuna) and others are refused.
-SEARCHES_WITH_EARLY_STOP = ("kgtuner", "rf_bore", "random")
+SEARCHES_WITH_EARLY_STOP = ("kgtuner", "kgtuner_asha", "rf_bore", "random")
 ASHA_KEYS = ("reduction_factor", "grace_validations")
 
 
@@ -63,11 +63,18 @@ def parse_early_stop(search: Mapping[str, Any], stage_controls: Mapping[int, Any
     Returns None when early stopping is off; raises ``ConfigError`` naming the key at fault.
     """
     mode = search.get("early_stop")
-    if mode in (None, False, "none", "null"):
+    name = search.get("name")
+    off = mode in (None, False, "none", "null")
+    if name == "kgtuner" and not off:
+        raise ConfigError(f"search=kgtuner is the paper's algorithm, without early stopping (search.early_stop="
+                          f"{mode} given); for KGTuner with ASHA early stopping choose search=kgtuner_asha")
+    if name == "kgtuner_asha" and off:
+        raise ConfigError("search=kgtuner_asha is KGTuner with ASHA early stopping, so search.early_stop must "
+                          "stay asha; for the paper's algorithm without early stopping choose search=kgtuner")
+    if off:
         return None
     if mode not in EARLY_STOPPERS:
         raise ConfigError(f"search.early_stop must be null (off) or one of {list(EARLY_STOPPERS)}, got {mode!r}")
-    name = search.get("name")
     if name not in SEARCHES_WITH_EARLY_STOP:
         raise ConfigError(f"search.early_stop={mode} works with search={'|'.join(SEARCHES_WITH_EARLY_STOP)}, "
                           f"not search={name}: its searcher cannot take a stopped trial as a low-fidelity "

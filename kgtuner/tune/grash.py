@@ -199,15 +199,15 @@ class GraSHPlan:
 
         ``controls`` are the full-fidelity controls (``trial.stage2``); a round gets its own
         ``max_steps`` and validates at least once (``valid_every <= max_steps``). A trial stopped at
-        a round's deadline before its first validation validates once, so it can be ranked."""
+        a round's deadline before its first validation validates once (the trainable's rule for
+        every stage of every search), so it can be ranked."""
         ends = self.config.round_ends(budget)
         specs = {}
         for r in self.rounds:
             i = r.fidelity.round
             ctl = {**controls, "max_steps": r.max_steps,
                    "valid_every": min(int(controls["valid_every"]), r.max_steps)}
-            specs[i + 1] = {"graph_key": r.key, "controls": ctl, "deadline_unix": clock.unix_time_at(ends[i]),
-                            "validate_on_stop": i < len(self.rounds) - 1}
+            specs[i + 1] = {"graph_key": r.key, "controls": ctl, "deadline_unix": clock.unix_time_at(ends[i])}
         return specs
 
     def describe(self) -> str:

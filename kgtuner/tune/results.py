@@ -238,6 +238,9 @@ def summary_table(store: ResultsStore, summary: dict, top: int = 10) -> str:
     if early:
         lines.append(f"early stopping ({early.get('scheduler')}): {early.get('stopped')} trial(s) stopped at a rung "
                      f"(stage: {{rung steps: trials}} {early.get('rungs')})")
+    if budget.get("switch_wait_s") is not None:
+        lines.append(f"stage switch: ranked {_fmt(budget['switch_wait_s'], 1)} s after stage 1 ended, once its running "
+                     f"trials had their values (part of the budget; limit {_fmt(budget.get('grace_s'), 1)} s)")
     rows = [r for r in store.rows() if r["valid_mrr"] is not None]
     rows.sort(key=lambda r: (-r["stage"], r.get("rung") is not None, -r["valid_mrr"]))
     head = ["trial_id", "stage", "status", "valid_mrr", "test_mrr", "batch_size", "dim", "loss", "negatives", "lr",
@@ -253,6 +256,9 @@ def summary_table(store: ResultsStore, summary: dict, top: int = 10) -> str:
                      f"valid MRR {_fmt((best.get('valid') or {}).get('mrr'))}, "
                      f"test MRR {_fmt((best.get('test') or {}).get('mrr'))}")
         lines.append("  " + json.dumps(best.get("config"), sort_keys=True))
+        if best.get("from_subgraph"):
+            lines.append("  WARNING: this answer is a stage-1 trial; its metrics were measured on the subgraph "
+                         "(see summary.json's warnings)")
     final = summary.get("final")
     if final:
         lines.append(f"retrained with {final['seeds']} seeds: test MRR {_fmt(final['test_mrr_mean'])} "

@@ -60,4 +60,4 @@ def make_staged_searcher(settings: ExperimentSettings, space, slots: int) -> Sta
         stage1, two_stage=settings.two_stage, stage1_end_s=budget.stage_window(1, stages)[1], end_s=budget.end_s,
         stage1_trials=budget.stage_trials(1, stages),
         stage2_trials=budget.stage_trials(2, stages) if settings.two_stage else None,
-        top_k=settings.top_k, max_concurrent=slots, **kwargs)
+        top_k=settings.top_k, max_concurrent=slots, grace_s=budget.grace_s, **kwargs)

@@ -14,7 +14,7 @@ from kgtuner.errors import ConfigError
 from kgtuner.tune.budget import Budget
 
 #: Search strategies (config group ``search``) that run KGTuner's two stages; others run one stage.
-TWO_STAGE_SEARCHES = frozenset({"kgtuner"})
+TWO_STAGE_SEARCHES = frozenset({"kgtuner", "kgtuner_asha"})
 #: Subgraph samplers of ``kgtuner.data.sample_subgraph``.
 SAMPLERS = ("multi_rw", "single_rw", "random_edge", "pagerank")
 

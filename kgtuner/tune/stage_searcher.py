@@ -3,20 +3,25 @@
 * Stage 1: suggestions of the stage-1 searcher (RF+BORE over the decoupled space), tagged
   ``stage=1`` (trained on the subgraph), until the stage-1 deadline (B/2 of active time) or its
   trial count.
-* Switch (at the deadline): no new stage-1 trial; running stage-1 trials stop themselves before
-  their next step and are recorded as ``stopped``, ranked with their best validation MRR so far
-  (the last value they reported). The top-k stage-1 configurations are expanded in batch x dim and
-  a *fresh* RF+BORE in finite-candidate mode is built over them at once, so stage-2 trials are
-  queued while the stage-1 trials wind down and take over their actors as they finish.
+* Switch (at the deadline, or when the stage-1 trial count is reached): no new stage-1 trial.
+  Under a time budget the running stage-1 trials stop before their next step (their stage
+  deadline) and report their best validation MRR so far, or one final validation; under a trial
+  budget they are budgeted trials and run to their end. The ranking waits until *every* stage-1
+  trial has ended, so a trial still training at B/2 enters the top-k like any other -- but at
+  most ``grace_s`` (``budget.grace_fraction`` of B, 5 %) after stage 1 closed; a trial still
+  running then is ranked by the best value it reported so far (or left out without one) and
+  named in the log. Then the top-k stage-1 configurations are expanded in batch x dim and a
+  *fresh* RF+BORE in finite-candidate mode is built over them. The wait is part of the budget:
+  ``summary.json["budget"]["switch_wait_s"]`` reports it.
 * Stage 2: its suggestions, tagged ``stage=2`` (trained on the full graph), until B or until the
   candidates are exhausted; then ``FINISHED``.
 
 One-stage baselines use the same class with ``two_stage=False`` (stage 1 on the full graph, whole
 budget). Keeping both stages in one Tune run lets the trial actors (``reuse_actors``) serve both
 stages, so the switch costs no new worker start-up. (Tune keeps a finished trial's actor only
-while another trial is queued for it; hence stage 2 is queued at the switch instead of after the
-stage-1 trials have drained, and this searcher limits concurrency itself -- stage-1 trials that are
-stopping do not count against stage 2 -- rather than through Ray's ConcurrencyLimiter.)
+while another trial is queued for it, so actors of stage-1 trials that end during the switch's
+wait may be replaced by fresh ones for stage 2; this searcher limits concurrency itself rather
+than through Ray's ConcurrencyLimiter.)
 
 The coordinator owns the budget (Ray Tune cannot resume a run ended by ``time_budget_s`` or a
 stopper), so the run ends by this searcher answering ``FINISHED``. The searcher is pickled into
@@ -60,6 +65,8 @@ class StagedSearcher(PickledStateSearcher):
         expand: ``f(top_configs) -> candidates`` (two-stage only; picklable).
         two_stage: False for one-stage baselines.
         stage1_end_s / end_s: active seconds at which stage 1 / the search stop suggesting.
+        grace_s: longest wait, after stage 1 closed, for the running stage-1 trials to end before
+            the ranking (``inf``: wait for all, e.g. under a trial budget).
         stage1_trials / stage2_trials: trial counts under a trial budget (None for a time budget).
         top_k: stage-1 configurations carried into stage 2.
         max_concurrent: trials of the current stage running at once (None: no limit).
@@ -68,7 +75,8 @@ class StagedSearcher(PickledStateSearcher):
     def __init__(self, stage1: Searcher, *, two_stage: bool = True, stage2_factory: Callable | None = None,
                  expand: Callable | None = None, stage1_end_s: float = math.inf, end_s: float = math.inf,
                  stage1_trials: int | None = None, stage2_trials: int | None = None, top_k: int = 10,
-                 max_concurrent: int | None = None, metric: str = "valid_mrr", mode: str = "max"):
+                 max_concurrent: int | None = None, metric: str = "valid_mrr", mode: str = "max",
+                 grace_s: float = math.inf):
         super().__init__(metric=metric, mode=mode)
         if two_stage and (stage2_factory is None or expand is None):
             raise ValueError("two_stage needs stage2_factory and expand")
@@ -79,6 +87,9 @@ class StagedSearcher(PickledStateSearcher):
         self.expand = expand
         self.stage1_end_s = float(stage1_end_s if two_stage else end_s)
         self.end_s = float(end_s)
+        self.grace_s = float(grace_s)
+        self.stage1_closed_s: float | None = None  # active second at which stage 1 stopped suggesting
+        self.switch_wait_s: float | None = None    # seconds from then to the ranking
         self.limits = {1: stage1_trials, 2: stage2_trials}
         self.top_k = int(top_k)
         self.max_concurrent = None if max_concurrent is None else int(max_concurrent)
@@ -129,21 +140,35 @@ class StagedSearcher(PickledStateSearcher):
         context.search_finished()
         return Searcher.FINISHED
 
+    def _stage1_running(self) -> list[str]:
+        return sorted(t for t in self.running if self.trial_stage.get(t) == 1)
+
+    def _close_stage1(self) -> None:
+        self.phase = "switch"
+        self.stage1_closed_s = self._elapsed()
+        context.stage1_ended()
+
     def _switch(self) -> None:
-        """Stage 1 is over: build the stage-2 candidates and searcher (or wait for a first result)."""
+        """Stage 1 is over: once every stage-1 trial has ended (or the grace has passed), rank them
+        and build the stage-2 candidates and searcher."""
+        running = self._stage1_running()
+        waited = self._elapsed() - (self.stage1_closed_s if self.stage1_closed_s is not None else self.stage1_end_s)
+        if running and waited < self.grace_s:
+            return  # some stage-1 trials are still ending: rank when they have their values
+        if running:
+            context.switch_grace_passed(running, {t: self.latest.get(t) for t in running})
         top = self.top_configs()
         if not top:
-            if any(self.trial_stage.get(t) == 1 for t in self.running):
-                return  # nothing reported yet: wait for the stopping stage-1 trials' final results
             context.stage2_impossible("stage 1 produced no successful trial, so there is nothing to fine-tune; "
                                       "see the errors in trials.parquet")
             self._finish()
             return
         self.top = top
+        self.switch_wait_s = max(0.0, waited)
         self.candidates = list(self.expand(self.top))
         self.inner2 = self.stage2_factory(self.candidates)
         self.phase = 2
-        context.stage_switched(self.top, self.candidates)
+        context.stage_switched(self.top, self.candidates, self.switch_wait_s)
 
     # ---- Searcher API ----------------------------------------------------------------------
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
@@ -161,8 +186,7 @@ class StagedSearcher(PickledStateSearcher):
         if self.phase == 1 and self._stage_over(1):
             if not self.two_stage:
                 return self._finish()
-            self.phase = "switch"
-            context.stage1_ended()
+            self._close_stage1()
         if self.phase == "switch":
             self._switch()
             if self.phase == "done":
@@ -181,8 +205,7 @@ class StagedSearcher(PickledStateSearcher):
             return None
         if config == Searcher.FINISHED:  # e.g. the stage-2 candidates are exhausted
             if stage == 1 and self.two_stage:
-                self.phase = "switch"
-                context.stage1_ended()
+                self._close_stage1()
                 return None
             return self._finish()
         index = self.suggested[1] + self.suggested[2]
@@ -224,9 +247,9 @@ class StagedSearcher(PickledStateSearcher):
             self.stage1_scores[trial_id] = (self.configs[trial_id], float(result[self.metric]))
 
     # ---- state -----------------------------------------------------------------------------
-    _STATE = ("two_stage", "stage1_end_s", "end_s", "limits", "top_k", "max_concurrent", "latest", "phase",
-              "suggested", "trial_stage", "configs", "running", "stage1_scores", "stage1_early", "top",
-              "candidates")
+    _STATE = ("two_stage", "stage1_end_s", "end_s", "grace_s", "stage1_closed_s", "switch_wait_s", "limits",
+              "top_k", "max_concurrent", "latest", "phase", "suggested", "trial_stage", "configs", "running",
+              "stage1_scores", "stage1_early", "top", "candidates")
 
     def get_state(self) -> dict[str, Any]:
         return {"own": {k: getattr(self, k) for k in self._STATE},
@@ -235,6 +258,7 @@ class StagedSearcher(PickledStateSearcher):
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.stage1_early = {}  # absent from states saved before early stopping existed
+        self.grace_s, self.stage1_closed_s, self.switch_wait_s = math.inf, None, None  # absent before issue 12
         for key, value in state["own"].items():
             setattr(self, key, value)
         self.inner1 = cloudpickle.loads(state["inner1"])

@@ -15,11 +15,11 @@ deterministic, so it is *caught*, reported as ``trial_status="failed"`` with its
 retried; an infrastructure failure (the worker or its node dies) surfaces as a Tune trial error and
 is retried up to ``trial.max_failures`` times.
 
-Stage deadline policy: a stage-1 trial still running when stage 1 ends (B/2) stops before its
-next training step (the engine's ``should_stop`` hook) and is recorded as ``stopped`` with its
-best validation MRR so far (one validation on the subgraph is run at the stop if it trained but
-never validated); a stage-2 trial still running at B likewise, with the test metrics of its
-best-validation state.
+Stage deadline policy, the same for every stage of every search: a trial still running at its
+stage's deadline (KGTuner's stage 1 at B/2, anything at B, a GraSH round at its end) stops before
+its next training step (the engine's ``should_stop`` hook) and is recorded as ``stopped`` with its
+best validation MRR so far -- or, if it trained but never validated, one validation at the stop --
+and the test metrics of its best-validation state.
 """
 
 from __future__ import annotations
@@ -113,8 +113,7 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     ``config["stage"]``). A validation report carries a checkpoint when ``checkpoint_every_s``
     seconds passed since the last one (0: every validation; None: never). ``graphs`` (GraSH: one
     graph per round) maps graph keys to graph arrays or their ObjectRefs and then replaces
-    ``graph_1``/``graph_2``; a spec's ``validate_on_stop`` (default: stage 1) validates a trial
-    stopped at its deadline before its first validation. ``deadline_key``: where the coordinator
+    ``graph_1``/``graph_2``. ``deadline_key``: where the coordinator
     publishes the stage deadlines (:mod:`kgtuner.tune.deadlines`; a spec's ``deadline_unix`` is the
     fallback); the trial marks it ready just before its first training step.
     """
@@ -234,10 +233,10 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     if status not in ("ok", "stopped"):
         final("failed", f"training ended with status '{status}': {getattr(result, 'message', '')}".strip(": "))
         return
-    if (status == "stopped" and spec.get("validate_on_stop", stage == 1) and best["valid"] is None
-            and int(getattr(result, "steps", 0) or 0) > 0):
-        # stopped at the switch before its first validation: validate once (the subgraph's small
-        # valid split), so the stage-1 ranking has a value for every trial that trained
+    if status == "stopped" and best["valid"] is None and int(getattr(result, "steps", 0) or 0) > 0:
+        # stopped at its stage's deadline before its first validation: validate once, so every trial
+        # that trained has a value to rank -- one rule for every stage of every search (KGTuner's
+        # stage 1 and 2, the one-stage baselines, GraSH's rounds)
         try:
             best["valid"] = {k: float(v) for k, v in trainer.evaluate("valid").items()}
             best["step"] = int(result.steps)

@@ -6,12 +6,13 @@ behind the "real KGE search" objectives of ``scripts/bench_searcher.py``
 Each configuration is drawn from ``--space`` (default: the decoupled space, KGTuner's stage-1 space,
 batch/dim fixed) for ``--model`` and trained on the whole ``--dataset`` with the engine
 (``kgtuner.kge.Trainer``, one thread) for ``--max-steps`` steps, validating every ``--valid-every``.
-One JSON line per configuration is appended to ``--out`` as soon as it finishes, so an interrupted
+``--subgraph-ratio 0.2`` trains on KGTuner's stage-1 subgraph of the dataset instead (what
+stage 1's RF+BORE searches). One JSON line per configuration is appended to ``--out`` as soon as it finishes, so an interrupted
 run continues where it stopped (same seed, same configurations).
 
 Usage: python scripts/kge_trial_table.py --dataset demo --configs 300 --out outputs/kge_tables/demo.jsonl
-       python scripts/kge_trial_table.py --dataset ../shared/datasets/codex-s --configs 150 \
-           --max-steps 1500 --valid-every 250 --out outputs/kge_tables/codex-s.jsonl
+       python scripts/kge_trial_table.py --dataset ../shared/datasets/codex-s --subgraph-ratio 0.2 \
+           --configs 150 --max-steps 600 --valid-every 200 --out outputs/kge_tables/codex-s-sub.jsonl
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def main() -> None:
     ap.add_argument("--valid-every", type=int, default=50)
     ap.add_argument("--patience", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--subgraph-ratio", type=float, default=None,
+                    help="train on KGTuner's stage-1 subgraph (multi_rw, this share of the entities) instead")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -45,13 +48,17 @@ def main() -> None:
 
     torch.set_num_threads(1)
     kg = load_dataset(args.dataset)
-    space = load_space(args.space, model=args.model, dataset=kg.name)
+    if args.subgraph_ratio is not None:
+        from kgtuner.data import sample_subgraph
+
+        kg = sample_subgraph(kg, ratio=args.subgraph_ratio, seed=args.seed, sampler="multi_rw").graph
+    space = load_space(args.space, model=args.model, dataset=load_dataset(args.dataset).name)
     configs = [space.to_config(r) for r in space.sample_array(np.random.default_rng(args.seed), args.configs)]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = sum(1 for _ in out.open()) if out.exists() else 0
     fi = FilterIndex.from_graph(kg)
-    meta = {"dataset": kg.name, "model": args.model, "space": args.space, "max_steps": args.max_steps,
+    meta = {"dataset": load_dataset(args.dataset).name, "graph": kg.name, "model": args.model, "space": args.space, "max_steps": args.max_steps,
             "valid_every": args.valid_every, "patience": args.patience, "seed": args.seed}
     for i in range(done, len(configs)):
         cfg = configs[i]

@@ -202,3 +202,79 @@ def test_rf_bore_beats_random_search(name):
             vals = [v for v in simulate(s, obj.fn, 60, seed=seed) if v is not None]
             best[key].append(max(vals))
     assert np.median(best["rf"]) > np.median(best["random"]), best
+
+
+def _batch_after_history(batch: str, seed: int = 0, n_obs: int = 40, n_pending: int = 8):
+    """``n_pending`` suggestions in a row (none finishes) after ``n_obs`` finished random trials."""
+    space = load_space("full")
+    s = RFBORESearcher(space, "valid_mrr", "max", seed=seed, n_trees=60, n_candidates=2000, evolve_rounds=1,
+                       n_offspring=500, batch=batch, thompson_trees=6, max_concurrent=n_pending)
+    warm = RandomSearcher(space, "valid_mrr", "max", seed=100 + seed)
+    for i in range(n_obs):
+        cfg = warm.suggest(f"w{i}")
+        v = kge_surrogate(cfg)
+        s.add_evaluated_point(cfg, v or 0.0, error=v is None)
+    return space, [s.suggest(f"p{i}") for i in range(n_pending)]
+
+
+def _categorical_combos(cfgs, keys=("loss", "negatives", "regularizer", "optimizer", "initializer")):
+    return len({tuple(c.get(k) for k in keys) for c in cfgs})
+
+
+def test_thompson_draws_diversify_a_batch_of_concurrent_suggestions():
+    """8 suggestions pending at once: with the whole forest every one maximises the same acquisition
+    and they crowd into one categorical combination; Thompson-style tree draws spread them."""
+    spread = {b: [_categorical_combos(_batch_after_history(b, seed)[1]) for seed in range(3)]
+              for b in ("none", "thompson")}
+    assert sum(spread["thompson"]) > sum(spread["none"]) + 3, spread
+    space, cfgs = _batch_after_history("thompson")
+    assert all(space.contains(c) for c in cfgs)
+
+
+def test_first_suggestion_with_nothing_pending_uses_the_whole_forest():
+    """Thompson draws apply only while other trials are pending: a lone suggestion is the paper's argmax."""
+    runs = {}
+    for batch in ("none", "thompson"):
+        space = load_space("full")
+        s = RFBORESearcher(space, "valid_mrr", "max", seed=5, n_trees=30, n_candidates=500, evolve_rounds=1,
+                           n_offspring=100, batch=batch, thompson_trees=3)
+        warm = RandomSearcher(space, "valid_mrr", "max", seed=7)
+        for i in range(20):
+            cfg = warm.suggest(f"w{i}")
+            v = kge_surrogate(cfg)
+            s.add_evaluated_point(cfg, v or 0.0, error=v is None)
+        runs[batch] = s.suggest("only")
+        assert s._tree_weights() is not None if batch == "thompson" else s._tree_weights() is None
+    assert runs["none"] == runs["thompson"]
+
+
+def test_forest_weighted_prediction_and_tree_probabilities():
+    from kgtuner.search.forest import RollingForest
+
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 4))
+    y = (X[:, 0] > 0.6).astype(int)
+    forest = RollingForest(n_trees=12, trees_per_fit=None)
+    forest.update(X, y, seed=0)
+    per_tree = forest.tree_proba(X)
+    assert per_tree.shape == (12, 60)
+    assert np.allclose(per_tree.mean(axis=0), forest.predict(X))
+    w = np.zeros(12)
+    w[3] = 1.0
+    assert np.allclose(forest.predict(X, w), per_tree[3])
+
+
+def test_evolution_offspring_are_valid_and_mix_their_parents():
+    from kgtuner.search.candidates import evolve
+
+    space = load_space("full", model="rotate")
+    rng = np.random.default_rng(0)
+    parents = space.sample_array(rng, 2)
+    kids = evolve(space, rng, parents, 400)
+    cfgs = [space.to_config(r) for r in kids]
+    assert len(kids) >= 300 and all(space.contains(c) for c in cfgs)
+    crosses = space.crossover_array(rng, parents, 300)
+    a, b = (space.to_config(p) for p in parents)
+    mixed = [c for c in map(space.to_config, crosses)
+             if any(c.get(k) == a.get(k) != b.get(k) for k in c) and any(c.get(k) == b.get(k) != a.get(k) for k in c)]
+    assert len(mixed) > 100  # uniform crossover takes some parameters from each parent

@@ -108,7 +108,7 @@ class RFBORESearcher(SpaceSearcher):
 
     def __init__(self, space: Any = None, metric: str | None = None, mode: str | None = "max",
                  n_initial: int | None = None, gamma: float = 0.25, n_trees: int = 200,
-                 trees_per_fit: int | None = None, n_candidates: int = 4096, evolve_rounds: int = 2,
+                 trees_per_fit: int | None = None, n_candidates: int = 10000, evolve_rounds: int = 2,
                  n_offspring: int = 1024, n_parents: int = 32, mutation_scale: float = 0.1,
                  batch: str = "thompson", thompson_trees: int = 20, pending: str = "exclude",
                  seed: int = 0, candidates: Sequence[Mapping[str, Any]] | None = None,

@@ -209,3 +209,32 @@ def test_run_dir_guards_resume_and_reuse(tmp_path):
     changed = ExperimentSettings.from_config({**_cfg(**{"budget.seconds": 30}), "resume": True})
     with pytest.raises(ConfigError, match="budget"):
         check_run_dir(changed, tmp_path)
+
+
+def test_an_answer_from_the_subgraph_is_flagged_loudly(tmp_path):
+    """Stage 2 produced no successful trial: the answer is a stage-1 trial, and summary.json, the
+    summary table and the log say that its metrics were measured on the subgraph."""
+    import io
+
+    from hydra import compose, initialize_config_dir
+
+    from kgtuner.paths import CONF_DIR
+    from kgtuner.tune.coordinator import SUBGRAPH_ANSWER_WARNING, Coordinator
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        settings = ExperimentSettings.from_config(compose(config_name="config"))
+    out = io.StringIO()
+    coord = Coordinator(settings, tmp_path / "run", out=out)
+    cfg = {"loss": "CE", "negatives": 128, "batch_size": 128, "dim": 100}
+    coord.store.add(make_row("a", 1, cfg, status="ok", valid={"mrr": 0.7}, test=None, graph="demo-multi_rw-0.2-seed0"))
+    coord.store.add(make_row("b", 2, {**cfg, "dim": 400}, status="failed", error="CUDA out of memory"))
+    summary = coord.write_outputs()
+    assert summary["best"]["trial_id"] == "a" and summary["best"]["from_subgraph"] is True
+    assert summary["warnings"] == [SUBGRAPH_ANSWER_WARNING]
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["best"]["from_subgraph"] is True and "subgraph" in saved["warnings"][0]
+    assert "[kgtuner] WARNING: stage 2 produced no successful trial" in out.getvalue()
+    assert "WARNING: this answer is a stage-1 trial" in out.getvalue()
+    coord.store.add(make_row("c", 2, {**cfg, "dim": 200}, status="ok", valid={"mrr": 0.6}, graph="demo"))
+    summary = coord.summary()
+    assert summary["best"]["trial_id"] == "c" and summary["best"]["from_subgraph"] is False and not summary["warnings"]

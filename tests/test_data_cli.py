@@ -24,6 +24,21 @@ def test_stats_demo_prints_one_json_object():
                                        "valid": 652, "test": 661}
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name, valid, test", [("wn18rr", 3034, 3134), ("fb15k-237", 17535, 20466)])
+def test_stats_prints_the_files_own_counts(name, valid, test):
+    from conftest import shared_dataset
+
+    folder = shared_dataset(name)
+    done = run_cli("stats", folder)
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert (stats["valid"], stats["test"]) == (valid, test) and "ranked_test" not in stats
+    dropped = json.loads(run_cli("--unseen", "drop", "stats", folder).stdout)
+    assert (dropped["valid"], dropped["test"]) == (valid, test)   # still the files' counts ...
+    assert dropped["ranked_test"] < test and dropped["ranked_valid"] < valid   # ... and the ranked ones
+
+
 def test_subgraph_out_folder_reads_back(tmp_path):
     out = tmp_path / "sub"
     done = run_cli("subgraph", "demo", "--ratio", "0.3", "--seed", "1", "--sampler", "random_edge", "--out", out)

@@ -47,21 +47,38 @@ def test_shared_dataset_counts_equal_readme(name):
 
 
 @pytest.mark.parametrize("name", sorted(README_UNSEEN))
+def test_every_triple_is_ranked_by_default(name):
+    # the reference code, PyKEEN and OGB rank every test triple: so does the default, without a warning
+    folder = shared_dataset(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnseenTriplesWarning)
+        kg = load_dataset(folder)
+    assert (len(kg.valid), len(kg.test), len(kg.unseen)) == (*README_COUNTS[name][3:], 0)
+    s = kg.stats()
+    assert (s["valid"], s["test"]) == README_COUNTS[name][3:] and "ranked_test" not in s
+
+
+@pytest.mark.parametrize("name", sorted(README_UNSEEN))
 def test_unseen_triples_dropped_with_counting_warning(name):
     folder = shared_dataset(name)
     with pytest.warns(UnseenTriplesWarning, match=rf"dropped {README_UNSEEN[name][0]} of {README_COUNTS[name][3]} valid"):
-        kg = load_dataset(folder)
+        kg = load_dataset(folder, unseen="drop")
     n_valid, n_test = README_COUNTS[name][3:]
     assert len(kg.valid) == n_valid - README_UNSEEN[name][0]
     assert len(kg.test) == n_test - README_UNSEEN[name][1]
     assert len(kg.unseen) == sum(README_UNSEEN[name])
     assert kg.num_entities == README_COUNTS[name][0]  # vocabulary still covers every split
+    # stats: the files' own counts, and the ranked ones beside them
+    s = kg.stats()
+    assert (s["valid"], s["test"]) == (n_valid, n_test)
+    assert (s["ranked_valid"], s["ranked_test"]) == (len(kg.valid), len(kg.test))
     # dropped triples are still true triples for filtering
     fi = FilterIndex.from_graph(kg)
     assert fi.contains(kg.unseen).all()
-    # a cached load warns again
+    # a cached load warns again and keeps the per-split counts
     with pytest.warns(UnseenTriplesWarning):
-        load_dataset(folder)
+        again = load_dataset(folder, unseen="drop")
+    assert again.stats() == s
 
 
 def test_wn18rr_names_keep_leading_zeros_and_round_trip():
@@ -107,13 +124,17 @@ def test_unseen_policy_keep_drop_error(tmp_path):
     splits["test"] = splits["test"] + [("zz", "likes", "a"), ("a", "new_rel", "b")]
     folder = write_text(tmp_path / "d", splits)
     with pytest.warns(UnseenTriplesWarning, match="dropped 0 of 2 valid, 2 of 4 test"):
-        dropped = load_dataset(folder)
+        dropped = load_dataset(folder, unseen="drop")
     assert len(dropped.test) == 2 and len(dropped.unseen) == 2
     assert "zz" in dropped.entities.tolist() and "new_rel" in dropped.relations.tolist()
+    assert dropped.unseen_counts == {"test": 2}
+    assert KnowledgeGraph.from_arrays(dropped.to_arrays()).stats() == dropped.stats()  # Ray / cache form
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         kept = load_dataset(folder, unseen="keep")
+        default = load_dataset(folder)
     assert len(kept.test) == 4 and len(kept.unseen) == 0
+    assert default.stats() == kept.stats() and "ranked_test" not in default.stats()
     with pytest.raises(DataError, match="2 of 4 test"):
         load_dataset(folder, unseen="error")
     with pytest.raises(DataError, match="unseen='sometimes'"):

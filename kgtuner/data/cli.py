@@ -24,11 +24,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache-dir", default=None, help="processed-dataset cache (default $KGTUNER_CACHE)")
     parser.add_argument("--ogb-root", default=None, help="OGB datasets folder (default $KGTUNER_OGB_ROOT)")
     parser.add_argument("--unseen", choices=UNSEEN_POLICIES, default=None,
-                        help="valid/test triples with entities/relations unseen in train")
+                        help="valid/test triples with entities/relations unseen in train: keep (default, ranked) | drop | error")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the processed cache")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    stats = sub.add_parser("stats", help="print {name, entities, relations, train, valid, test} as JSON")
+    stats = sub.add_parser("stats", help="print {name, entities, relations, train, valid, test} as JSON (each split "
+                           "as in its file; with --unseen drop also ranked_valid, ranked_test)")
     stats.add_argument("dataset", help=DATASET_HELP)
 
     sg = sub.add_parser("subgraph", help="sample a subgraph; print its counts as JSON")

@@ -25,8 +25,9 @@ class KnowledgeGraph:
     int64 ``[n, 3]`` (head, relation, tail) arrays. ``candidates`` holds OGB's per-query candidate
     negatives (global entity ids) as ``{"valid": {"head_neg": [n, K], "tail_neg": [n, K]}, "test": ...}``;
     ``entity_types`` / ``entity_type_names`` the entity types (ogbl-biokg). ``unseen`` holds the valid/test
-    triples that were dropped from ranking because an entity or relation never occurs in train: they are
-    still true triples and :class:`~kgtuner.data.FilterIndex` filters them.
+    triples that were dropped from ranking because an entity or relation never occurs in train (policy
+    ``unseen="drop"``): they are still true triples and :class:`~kgtuner.data.FilterIndex` filters them;
+    ``unseen_counts`` says how many came from each split (``{"valid": n, "test": m}``, empty when none).
     """
 
     def __init__(
@@ -41,6 +42,7 @@ class KnowledgeGraph:
         entity_types: Any = None,
         entity_type_names: list[str] | None = None,
         unseen: Any = None,
+        unseen_counts: dict[str, int] | None = None,
     ) -> None:
         self.name = str(name)
         self.entities = np.asarray(entities, dtype=str)
@@ -49,6 +51,7 @@ class KnowledgeGraph:
         self.valid = _triples(valid, "valid")
         self.test = _triples(test, "test")
         self.unseen = _triples(np.empty((0, 3)) if unseen is None else unseen, "unseen")
+        self.unseen_counts = {s: int(n) for s, n in (unseen_counts or {}).items() if int(n)}
         self.candidates = None
         if candidates:
             self.candidates = {
@@ -89,15 +92,19 @@ class KnowledgeGraph:
         return self._relation_index[str(name)]
 
     def stats(self) -> dict[str, Any]:
-        """Counts as printed by ``python -m kgtuner.data stats``."""
-        return {
+        """Counts as printed by ``python -m kgtuner.data stats``: the triples of each split as in its file;
+        when triples were dropped from ranking (``unseen="drop"``), also ``ranked_valid``/``ranked_test``."""
+        out: dict[str, Any] = {
             "name": self.name,
             "entities": self.num_entities,
             "relations": self.num_relations,
             "train": int(len(self.train)),
-            "valid": int(len(self.valid)),
-            "test": int(len(self.test)),
+            "valid": int(len(self.valid)) + self.unseen_counts.get("valid", 0),
+            "test": int(len(self.test)) + self.unseen_counts.get("test", 0),
         }
+        if self.unseen_counts:
+            out["ranked_valid"], out["ranked_test"] = int(len(self.valid)), int(len(self.test))
+        return out
 
     def __repr__(self) -> str:
         s = self.stats()
@@ -131,6 +138,7 @@ class KnowledgeGraph:
             "valid": self.valid,
             "test": self.test,
             "unseen": self.unseen,
+            "unseen_counts": np.asarray([self.unseen_counts.get(s, 0) for s in ("valid", "test")], dtype=np.int64),
         }
         if self.candidates:
             for split, sides in self.candidates.items():
@@ -162,4 +170,5 @@ class KnowledgeGraph:
             entity_types=arrays.get("entity_types"),
             entity_type_names=None if names is None else list(np.asarray(names).tolist()),
             unseen=arrays.get("unseen"),
+            unseen_counts=dict(zip(("valid", "test"), np.asarray(arrays.get("unseen_counts", [0, 0])).tolist())),
         )

@@ -31,9 +31,9 @@ def load_dataset(
     cache_dir:
         Processed-dataset cache; default :func:`kgtuner.paths.cache_dir` (``$KGTUNER_CACHE``).
     unseen:
-        Policy for valid/test triples with an entity or relation absent from train: ``"drop"`` (from
-        ranking, kept for filtering, with a warning; default for folders), ``"keep"`` (default for OGB,
-        whose protocol ranks every test triple) or ``"error"``.
+        Policy for valid/test triples with an entity or relation absent from train: ``"keep"`` (rank
+        them, the default: comparable with published results), ``"drop"`` (from ranking, kept for
+        filtering, with a warning) or ``"error"``.
     use_cache:
         Read and write the processed cache (keyed by source path + file sizes and mtimes).
     ogb_root:
@@ -56,6 +56,8 @@ def load_dataset(
             if hit is not None:
                 arrays, meta = hit
                 kg = KnowledgeGraph.from_arrays(arrays)
+                if len(kg.unseen) and not kg.unseen_counts:  # cached by a version without the counts
+                    kg.unseen_counts = {s: int(n) for s, n in meta.get("dropped", {}).items() if int(n)}
                 _warn(kg, meta.get("dropped", {}))
                 return kg
     kg, dropped = source.load(policy)

@@ -1,9 +1,10 @@
 """Policy for valid/test triples whose entity or relation never occurs in train.
 
-``"drop"`` (default for folder datasets, as LibKGE does): such triples are removed from ``valid``/``test``
-(they cannot be ranked meaningfully) but kept in ``KnowledgeGraph.unseen`` so that filtered ranking still
-treats them as true; a warning counts them. ``"keep"``: they stay in ``valid``/``test`` (the OGB
-protocol, default for ``ogbl-*``). ``"error"``: raise a DataError.
+``"keep"`` (the default for every dataset): they stay in ``valid``/``test`` and are ranked, as the
+reference KGTuner code, PyKEEN and the OGB protocol do, so metrics are comparable with published ones.
+``"drop"`` (LibKGE's choice): such triples are removed from ranking (an unseen entity has an untrained
+embedding) but kept in ``KnowledgeGraph.unseen`` so that filtered ranking still treats them as true; a
+warning counts them. ``"error"``: raise a DataError.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def build_graph(name: str, policy: str, entities, relations, triples: dict[str, 
     if len(dropped) and candidates:
         candidates = {s: {k: v[masks[s]] for k, v in c.items()} for s, c in candidates.items()}
     kg = KnowledgeGraph(name, entities, relations, triples["train"], evals["valid"][masks["valid"]],
-                        evals["test"][masks["test"]], candidates=candidates or None, unseen=dropped, **extras)
+                        evals["test"][masks["test"]], candidates=candidates or None, unseen=dropped,
+                        unseen_counts=counts if len(dropped) else None, **extras)
     return kg, (counts if len(dropped) else {})
 
 

@@ -31,7 +31,7 @@ def split_file(folder: Path, split: str) -> Path:
 class FolderSource:
     """Loader of a folder of split files; ``name`` defaults to the folder's name."""
 
-    default_unseen = "drop"
+    default_unseen = "keep"
 
     def __init__(self, folder: Path, name: str | None = None) -> None:
         self.folder = Path(folder)

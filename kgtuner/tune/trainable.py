@@ -50,9 +50,17 @@ def split_config(config: dict) -> tuple[dict, dict]:
     return hp, meta
 
 
+def needs_filter_index(kg) -> bool:
+    """Whether evaluating ``kg`` uses filtered ranking: some non-empty valid/test split has no OGB
+    candidates (folder datasets, subgraphs). The OGB protocol ranks against its candidates only."""
+    cands = kg.candidates or {}
+    return any(len(kg.split(s)) and s not in cands for s in ("valid", "test"))
+
+
 def _graph(key: str, arrays: dict[str, np.ndarray] | Any, limit: int = 2):
-    """The KnowledgeGraph and FilterIndex for ``arrays`` (or its ObjectRef), built once per worker
-    process; the cache keeps at most ``limit`` graphs (the experiment's distinct graphs)."""
+    """The KnowledgeGraph and its FilterIndex (None where ranking needs none: OGB graphs) for ``arrays``
+    (or its ObjectRef), built once per worker process; the cache keeps at most ``limit`` graphs (the
+    experiment's distinct graphs)."""
     cached = _GRAPH_CACHE.get(key)
     if cached is None:
         from kgtuner.data import FilterIndex, KnowledgeGraph
@@ -64,7 +72,7 @@ def _graph(key: str, arrays: dict[str, np.ndarray] | Any, limit: int = 2):
         kg = KnowledgeGraph.from_arrays(arrays)
         if len(_GRAPH_CACHE) >= limit:  # the subgraph and the full graph (GraSH: each round's graph) at most
             _GRAPH_CACHE.clear()
-        cached = _GRAPH_CACHE[key] = (kg, FilterIndex.from_graph(kg))
+        cached = _GRAPH_CACHE[key] = (kg, FilterIndex.from_graph(kg) if needs_filter_index(kg) else None)
     return cached
 
 

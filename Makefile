@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.kgtuner-installed
 setup: $(STAMP)
 
 # torch is pinned and installed first so pip never pulls a multi-GB CUDA build as a dependency.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0

@@ -1,4 +1,5 @@
-"""``python -m kgtuner.launch``: the KGTuner search service (Hydra main over ``conf/config.yaml``).
+"""``python -m kgtuner.launch`` (or ``kgtuner launch``): the KGTuner search service (Hydra main over
+``conf/config.yaml``).
 
 Examples::
 
@@ -9,22 +10,28 @@ Examples::
     python -m kgtuner.launch resume=true hydra.run.dir=outputs/2026-11-25/10-00-00   # continue a run
 
 Outputs go to the Hydra run directory (``hydra.run.dir``): trials.parquet, summary.json,
-best_config.yaml, search_curve.png. Bad settings end with one error line and exit code 2, before
-Ray starts; an interrupted run (Ctrl+C) exits with 130 and prints how to resume it.
+best_config.yaml, search_curve.png, and the answer's embeddings.npz / metrics.json. Bad settings end
+with one ``kgtuner: error:`` line and exit code 2, before Ray starts; an interrupted run (Ctrl+C,
+``ray job stop``) exits with 130 and prints how to resume it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from kgtuner.errors import KGTunerError
+from kgtuner.cli import EXIT_BAD_SETTING, EXIT_INTERRUPTED, fail, run_hydra
+from kgtuner.errors import ConfigError, KGTunerError
 from kgtuner.paths import CONF_DIR
 
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
+EXIT_BAD_INPUT = EXIT_BAD_SETTING
+#: Path settings of the launcher config, made absolute when the driver leaves a job's working_dir copy.
+PATH_KEYS = ("data.path", "data.ogb_root")
 
 
 def run(cfg: DictConfig, run_dir: str) -> dict:
@@ -36,21 +43,61 @@ def run(cfg: DictConfig, run_dir: str) -> dict:
     return run_experiment(settings, run_dir)
 
 
+def leave_job_working_dir(cfg: DictConfig, run_dir: str | os.PathLike) -> Path | None:
+    """Inside a Ray job with an uploaded ``working_dir``, move the driver out of Ray's copy of it.
+
+    Ray replaces that copy (delete, unpack again) when another node that shares the Ray temp dir
+    unpacks the job's package, which leaves the driver in a deleted directory (see
+    :func:`kgtuner.tune.ray_cluster.job_working_dir`; torch's oneMKL then aborts the driver at its
+    first ``import torch``). So: the run directory must lie outside the copy (Ray also deletes the copy
+    after the job), relative path settings are made absolute first (paths into the copy stay valid),
+    and the driver continues in the run directory. Returns the copy left, or None (nothing to do).
+    """
+    from kgtuner.tune.ray_cluster import job_working_dir
+
+    copy = job_working_dir()
+    if copy is None:
+        return None
+    run_dir = Path(run_dir).resolve()
+    if run_dir == copy or copy in run_dir.parents:
+        raise ConfigError(
+            f"hydra.run.dir={run_dir} lies inside this Ray job's working_dir copy {copy}, which Ray deletes "
+            "after the job (and replaces when another node unpacks it): give an absolute run directory "
+            "outside it, e.g. 'hydra.run.dir=${oc.env:HOME}/kgtuner-runs/NAME' (scripts/submit.sh --run-dir)")
+    for key in PATH_KEYS:
+        try:
+            value = OmegaConf.select(cfg, key, throw_on_missing=True)
+        except Exception:  # noqa: BLE001 - missing (???) or unresolvable: the settings report it
+            continue
+        if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
+            OmegaConf.update(cfg, key, str(Path.cwd() / value), force_add=False)
+    os.chdir(run_dir)
+    print(f"[kgtuner] running in {run_dir}, outside the job's working_dir copy {copy} "
+          "(Ray may replace that copy while the job runs)", flush=True)
+    return copy
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from kgtuner.tune.coordinator import ExperimentInterrupted
 
     run_dir = HydraConfig.get().runtime.output_dir
     try:
+        leave_job_working_dir(cfg, run_dir)
         run(cfg, run_dir)
     except ExperimentInterrupted as exc:
         print(f"kgtuner: {exc}", file=sys.stderr, flush=True)
         sys.exit(EXIT_INTERRUPTED)
     except KGTunerError as exc:
-        print(f"kgtuner: error: {exc}", file=sys.stderr, flush=True)
-        sys.exit(EXIT_BAD_INPUT)
+        sys.exit(fail(exc))
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    """Entry point (``python -m kgtuner.launch``, ``kgtuner launch``): Hydra's composition errors (unknown
+    key or group option) also end with one ``kgtuner: error:`` line and exit code 2."""
+    run_hydra(_hydra_main, argv, prog)
 
 
 if __name__ == "__main__":

@@ -12,26 +12,25 @@ override. The run directory receives
   reciprocal of relation ``i``), ``entity_names``, ``relation_names`` (the R dataset relations),
   plus model extras (``core`` for TuckER, ``structure`` for AutoSF, ``param:*`` for ConvE layers).
 
-Bad input (unknown model, negative lr, odd dim for ComplEx/RotatE, missing ``data.path``) prints one
-line and exits with status 2.
+The same two files, in the same format (:mod:`kgtuner.kge.model_files`), are what a search leaves in
+its run directory for its answer. Bad input (unknown model, negative lr, odd dim for ComplEx/RotatE,
+missing ``data.path``) prints one ``kgtuner: error:`` line and exits with status 2.
 """
 
 from __future__ import annotations
 
-import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import hydra
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from kgtuner.cli import fail, run_hydra
 from kgtuner.errors import ConfigError, KGTunerError
 from kgtuner.paths import CONF_DIR
-
-_TASK_STARTED = False
 
 
 def load_data(data: DictConfig | dict):
@@ -60,7 +59,7 @@ def train_config(cfg: DictConfig):
 def run(cfg: DictConfig, out_dir: str | Path) -> dict[str, Any]:
     """Train ``cfg`` and write ``metrics.json`` / ``embeddings.npz`` into ``out_dir``; return the metrics."""
     from kgtuner.kge import Trainer
-    from kgtuner.kge.trainer import export_arrays
+    from kgtuner.kge.model_files import metrics_record, write_model_files
 
     train_cfg = train_config(cfg)
     kg = load_data(cfg.data)
@@ -75,13 +74,8 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict[str, Any]:
     print(f"training {train_cfg.model} on {kg!r}", flush=True)
     trainer = Trainer(train_cfg, kg, callback=progress)
     result = trainer.fit()
-    metrics = {"valid": result.valid, "test": result.test, "epochs": result.epochs,
-               "train_seconds": result.train_seconds, "triples_per_second": result.triples_per_second,
-               "status": result.status, "steps": result.steps, "best_step": result.best_step,
-               "stop_reason": result.stop_reason, "message": result.message, "config": train_cfg.to_dict()}
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    if result.status != "diverged":
-        np.savez(out / "embeddings.npz", **export_arrays(trainer.best_model(), kg))
+    metrics = metrics_record(result, train_cfg.to_dict())
+    write_model_files(out, metrics, trainer.best_model() if result.status != "diverged" else None, kg)
     summary = {k: round(v, 4) for k, v in (result.test or result.valid or {}).items()}
     which = "test" if result.test else "valid"
     print(f"status {result.status} ({result.stop_reason}) after {result.steps} steps; {which} {summary}; "
@@ -93,26 +87,18 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict[str, Any]:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
-    global _TASK_STARTED
-    _TASK_STARTED = True
     from hydra.core.hydra_config import HydraConfig
 
     try:
         run(cfg, HydraConfig.get().runtime.output_dir)
     except (KGTunerError, OmegaConfBaseException) as exc:
-        print(f"error: {exc}".splitlines()[0] if isinstance(exc, OmegaConfBaseException) else f"error: {exc}",
-              file=sys.stderr, flush=True)
-        sys.exit(2)
+        sys.exit(fail(exc))
 
 
-def main() -> None:
-    """Entry point: Hydra's composition errors (unknown group option, bad key) also exit with status 2."""
-    try:
-        _hydra_main()
-    except SystemExit as exc:
-        if exc.code == 1 and not _TASK_STARTED:
-            raise SystemExit(2) from None
-        raise
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    """Entry point (``python -m kgtuner.train``, ``kgtuner train``): Hydra's composition errors (unknown
+    group option, bad key) also end with one ``kgtuner: error:`` line and exit status 2."""
+    run_hydra(_hydra_main, argv, prog)
 
 
 if __name__ == "__main__":

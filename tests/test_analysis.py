@@ -185,7 +185,7 @@ def test_cli_tables_and_error_paths(tmp_path, capsys):
 
     assert cli_main(["srcc", str(a), str(tmp_path / "missing.parquet")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "missing.parquet" in err and err.startswith("error:")
+    assert err.count("\n") == 1 and "missing.parquet" in err and err.startswith("kgtuner: error:")
     frame = pd.read_parquet(a).drop(columns=["valid_mrr"])
     frame.to_parquet(tmp_path / "nometric.parquet")
     assert cli_main(["importance", str(tmp_path / "nometric.parquet")]) == 2

@@ -80,9 +80,24 @@ def test_dockerfile_base_image_matches_installed_ray_and_python():
     assert args["TORCH_VERSION"] == torch.__version__.split("+")[0]
     text = (DOCKER / "Dockerfile").read_text()
     assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1" in text  # kgtuner._compat.RUNTIME_ENV_VARS, image-wide
-    for copied in re.findall(r"^COPY\s+(?:--\S+\s+)*(\S+(?:\s+\S+)*?)\s+\./", text, flags=re.M):
-        for src in copied.split():
+    copies = re.findall(r"^COPY[ \t]+((?:--\S+[ \t]+)*)(.+)$", text, flags=re.M)
+    assert copies
+    for flags, args in copies:
+        if "--from=" in flags:  # from a build stage, not from the repository
+            continue
+        for src in args.split()[:-1]:
             assert (REPO / src).exists(), f"Dockerfile copies {src}, which is not in the repository"
+
+
+def test_dockerfile_installs_the_wheel_not_an_editable_checkout():
+    text = (DOCKER / "Dockerfile").read_text()
+    commands = " ".join(re.findall(r"^RUN[ \t]+((?:.*\\\n)*.*)$", text, flags=re.M))
+    assert "pip wheel" in commands and re.search(r"pip install [^&]*/tmp/dist/kgtuner-\*\.whl", commands)
+    assert not re.search(r"pip install[^&]*(-e|--editable)\b", commands), "an editable install in the image"
+    # what the wheel is built from: the package, its configs and the build files
+    copied = {src for flags, args in re.findall(r"^COPY[ \t]+((?:--\S+[ \t]+)*)(.+)$", text, flags=re.M)
+              if "--from=" not in flags for src in args.split()[:-1]}
+    assert {"pyproject.toml", "setup.py", "kgtuner", "conf"} <= copied
 
 
 def test_compose_file_publishes_on_loopback_only():

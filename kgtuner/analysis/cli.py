@@ -4,19 +4,20 @@
     python -m kgtuner.analysis srcc A B [--keys lr loss ...] [--ignore batch_size dim] [--top-k 10]
     python -m kgtuner.analysis stages RUN_DIR [--top-k 10]
 
-Bad input (missing file or column, nothing to match) prints one line ``error: ...`` and exits 2.
+Bad input (missing file or column, nothing to match, bad option) prints one line ``kgtuner: error: ...``
+and exits 2 (:mod:`kgtuner.cli`, the style of every kgtuner command).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 from collections.abc import Sequence
 
 import pandas as pd
 
 from kgtuner.analysis.srcc import AGGREGATES, DEFAULT_IGNORE, SRCCResult
+from kgtuner.cli import ArgumentParser, fail
 from kgtuner.errors import KGTunerError
 
 
@@ -46,8 +47,8 @@ def _srcc_lines(res: SRCCResult) -> list[str]:
     return lines
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m kgtuner.analysis", description=__doc__.split("\n")[0])
+def _parser(prog: str = "python -m kgtuner.analysis") -> argparse.ArgumentParser:
+    p = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("importance", help="random-forest hyper-parameter importances of a run")
     imp.add_argument("trials", help="trials.parquet or the run directory holding it")
@@ -75,8 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "python -m kgtuner.analysis") -> int:
+    args = _parser(prog).parse_args(argv)
     try:
         if args.command == "importance":
             from kgtuner.analysis.importance import hp_importance
@@ -105,6 +106,5 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("per stage-2 expansion:")
                 print(format_table(per))
     except KGTunerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
     return 0

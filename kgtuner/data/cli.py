@@ -1,6 +1,7 @@
 """``python -m kgtuner.data``: dataset statistics and subgraph sampling from the command line.
 
-Errors in the input (bad file, unknown dataset, bad option) print one message to stderr and exit 2.
+Errors in the input (bad file, unknown dataset, bad option) print one ``kgtuner: error:`` line to stderr
+and exit 2 (:mod:`kgtuner.cli`, the style of every kgtuner command).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from kgtuner.cli import ArgumentParser, fail
 from kgtuner.data.load import load_dataset
 from kgtuner.data.loaders import write_folder
 from kgtuner.data.subgraph import SAMPLERS, sample_subgraph
@@ -19,8 +21,8 @@ from kgtuner.errors import KGTunerError
 DATASET_HELP = "built-in name (demo, ogbl-biokg, ogbl-wikikg2) or folder with train/valid/test (.txt/.tsv/.parquet)"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m kgtuner.data", description=__doc__.splitlines()[0])
+def _parser(prog: str = "python -m kgtuner.data") -> argparse.ArgumentParser:
+    parser = ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--cache-dir", default=None, help="processed-dataset cache (default $KGTUNER_CACHE)")
     parser.add_argument("--ogb-root", default=None, help="OGB datasets folder (default $KGTUNER_OGB_ROOT)")
     parser.add_argument("--unseen", choices=UNSEEN_POLICIES, default=None,
@@ -43,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m kgtuner.data") -> int:
+    args = _parser(prog).parse_args(argv)
     try:
         kg = load_dataset(
             args.dataset, args.cache_dir, unseen=args.unseen, use_cache=not args.no_cache, ogb_root=args.ogb_root
@@ -61,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(sub.summary()))
         return 0
     except KGTunerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
 
 
 if __name__ == "__main__":

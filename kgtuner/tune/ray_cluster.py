@@ -130,6 +130,48 @@ def runtime_env_for_job(stop_wait_s: int = DEFAULT_JOB_STOP_WAIT_S, working_dir:
     return runtime_env
 
 
+#: Folder (under the session's ``runtime_resources``) where Ray unpacks a job's uploaded ``working_dir``.
+_WORKING_DIR_FILES = "working_dir_files"
+
+
+def job_working_dir(cwd: str | os.PathLike | None = None) -> Path | None:
+    """The Ray-managed copy of this job's uploaded ``working_dir`` that ``cwd`` (default: the current
+    directory) lies in, or None (not a Ray job, no ``working_dir``, or running elsewhere).
+
+    Ray unpacks a job's ``working_dir`` into ``<session>/runtime_resources/working_dir_files/<package>``
+    on every node that runs a task of the job, and the first set-up on a node *replaces* that folder
+    (``shutil.rmtree``, then unzip: Ray 2.60's ``WorkingDirPlugin.create`` unpacks with
+    ``overwrite=True``). Nodes that share one Ray temp dir -- several raylets on one machine
+    (``ray.cluster_utils.Cluster``, two ``ray start`` on one host), containers sharing ``/tmp/ray`` -- share
+    that folder, so the first trial on the second node deletes the directory the job's driver runs in.
+    Paths into it stay valid (same path, same content), but the driver's current directory is then a
+    deleted one, and ``getcwd()`` fails: the driver's first ``import torch`` (by Tune's TensorBoard
+    logger, at the first trial result) aborts in torch's static oneMKL with "Intel oneMKL FATAL ERROR:
+    Cannot load .../libtorch_cpu.so" and a segmentation fault.
+    """
+    if not _job_runtime_env().get("working_dir"):
+        return None
+    try:
+        here = Path(cwd if cwd is not None else os.getcwd()).resolve()
+    except OSError:  # already deleted under us
+        return None
+    for folder in (here, *here.parents):
+        if folder.parent.name == _WORKING_DIR_FILES:
+            return folder
+    return None
+
+
+def _job_runtime_env() -> dict:
+    """The runtime_env of the Ray job this process belongs to ({} outside a job)."""
+    injected = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
+    if not injected:
+        return {}
+    try:
+        return dict(json.loads(injected).get("runtime_env") or {})
+    except (ValueError, AttributeError, TypeError):
+        return {}
+
+
 def _validated(cluster_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     cfg = dict(cluster_cfg or {})
     out: dict[str, Any] = {k: cfg.get(k) for k in _CLUSTER_KEYS}
@@ -195,13 +237,7 @@ def _pick_dashboard_port(host: str, port: int, tries: int = 50) -> int:
 
 def _job_env_missing(env_vars: Mapping[str, str]) -> dict[str, str]:
     """The env vars not already set by the enclosing Ray job's runtime_env (Ray refuses duplicates)."""
-    injected = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
-    if not injected:
-        return dict(env_vars)
-    try:
-        job_env = (json.loads(injected).get("runtime_env") or {}).get("env_vars") or {}
-    except (ValueError, AttributeError):
-        job_env = {}
+    job_env = _job_runtime_env().get("env_vars") or {}
     return {k: v for k, v in env_vars.items() if k not in job_env}
 
 

@@ -1,0 +1,147 @@
+"""The ``kgtuner`` command, and the error style every kgtuner command line shares.
+
+    kgtuner launch [OVERRIDES ...]              the search service      (= python -m kgtuner.launch)
+    kgtuner train  [OVERRIDES ...]              train one configuration (= python -m kgtuner.train)
+    kgtuner data   stats|subgraph ...           dataset tools           (= python -m kgtuner.data)
+    kgtuner analysis importance|srcc|stages ... finished runs           (= python -m kgtuner.analysis)
+
+A bad setting -- an unknown config key or group option, a value out of range, a missing file or
+column, a bad command-line option -- prints ONE line ``kgtuner: error: <what is wrong, naming the
+key or file>`` to stderr and exits with status 2 (before Ray starts, for the search); an interrupted
+search exits with 130. ``kgtuner --version`` prints the version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+#: Exit status of a bad setting (every kgtuner command).
+EXIT_BAD_SETTING = 2
+#: Exit status of an interrupted search (Ctrl+C, ``ray job stop``): resumable.
+EXIT_INTERRUPTED = 130
+PREFIX = "kgtuner: error: "
+
+COMMANDS = {
+    "launch": ("kgtuner.launch", "run a hyper-parameter search (Hydra overrides, as python -m kgtuner.launch)"),
+    "train": ("kgtuner.train", "train and evaluate one configuration (as python -m kgtuner.train)"),
+    "data": ("kgtuner.data.cli", "dataset statistics and subgraphs (as python -m kgtuner.data)"),
+    "analysis": ("kgtuner.analysis.cli", "importances and SRCC of finished runs (as python -m kgtuner.analysis)"),
+}
+
+
+def _condense(text: str) -> str:
+    """One line out of a multi-line message: Hydra's "Available options in 'g':" list becomes a comma list;
+    OmegaConf's ``full_key:``/``object_type:`` detail lines and Hydra's HYDRA_FULL_ERROR hint are dropped."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    if not lines:
+        return "unknown error"
+    out, options = [lines[0]], None
+    for line in lines[1:]:
+        if line.startswith("Config search path"):
+            break
+        if line.startswith(("full_key:", "object_type:", "reference_type:", "Set the environment variable HYDRA_FULL")):
+            continue
+        if line.startswith("Available options in"):
+            options = []
+            out.append(line[0].lower() + line[1:].rstrip(":") + ":")
+        elif options is not None:
+            options.append(line)
+        else:
+            out.append(line)
+    text = "; ".join(out)
+    if options:
+        text += " " + ", ".join(options)
+    return text
+
+
+def error_line(error: BaseException | str) -> str:
+    """``kgtuner: error: <message>`` on one line (with the first line of the exception's cause, which holds
+    the reason of Hydra's "Could not override 'key'")."""
+    text = str(error)
+    cause = getattr(error, "__cause__", None)
+    reason = str(cause).strip().splitlines()[0] if cause is not None and str(cause).strip() else ""
+    if reason and reason not in text:
+        head, _, rest = text.partition("\n")
+        text = f"{head.rstrip('.')}: {reason}\n{rest}"
+    return PREFIX + _condense(text)
+
+
+def fail(error: BaseException | str) -> int:
+    """Print ``error`` in the shared style to stderr; return the exit status of a bad setting (2)."""
+    print(error_line(error), file=sys.stderr, flush=True)
+    return EXIT_BAD_SETTING
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with kgtuner's error style: a usage error is one ``kgtuner: error:`` line, exit 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        raise SystemExit(fail(f"{self.prog}: {message} (see {self.prog} --help)"))
+
+
+def run_hydra(task_main: Callable[[], None], argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    """Run a ``@hydra.main`` function so that Hydra's own composition errors (unknown group option or key,
+    bad override syntax) end like the task's: one ``kgtuner: error:`` line and exit 2.
+
+    ``argv`` (the overrides and Hydra flags) replaces ``sys.argv[1:]`` while it runs. With
+    ``HYDRA_FULL_ERROR=1`` set by the user, errors propagate with their traceback, as Hydra does.
+    """
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    saved_argv, user_full = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
+    if argv is not None:
+        sys.argv = [prog or sys.argv[0], *argv]
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing its own multi-line report
+    try:
+        task_main()
+    except (HydraException, OmegaConfBaseException) as exc:
+        if user_full == "1":
+            raise
+        raise SystemExit(fail(exc)) from None
+    finally:
+        sys.argv = saved_argv
+        if user_full is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = user_full
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    rows = "\n".join(f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items())
+    return (f"usage: kgtuner COMMAND [ARGS ...]\n\ncommands:\n{rows}\n\n"
+            "`kgtuner COMMAND --help` shows a command's options; bad settings exit with status 2.")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kgtuner`` console script."""
+    import importlib
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        print(_usage(), file=sys.stderr)
+        return EXIT_BAD_SETTING
+    if args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    if args[0] == "--version":
+        from kgtuner import __version__
+
+        print(f"kgtuner {__version__}")
+        return 0
+    command, rest = args[0], args[1:]
+    if command not in COMMANDS:
+        return fail(f"unknown command {command!r}; choose one of {', '.join(COMMANDS)} (see kgtuner --help)")
+    module = importlib.import_module(COMMANDS[command][0])
+    if command in ("launch", "train"):
+        module.main(rest, prog=f"kgtuner {command}")
+        return 0
+    return int(module.main(rest, prog=f"kgtuner {command}") or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -87,9 +87,12 @@ def test_switch_waits_at_most_the_grace(live, space):
 
 
 def test_switch_waits_when_no_stage1_trial_has_reported_yet(live, space):
-    s = _searcher(space, stage1_end_s=10, end_s=20)
+    """Even past the grace: with no stage-1 value at all, the ranking waits for the first one."""
+    s = _searcher(space, stage1_end_s=10, end_s=20, grace_s=0.5)
     first = s.suggest("a")
     live.timer.t = 11.0
+    assert s.suggest("b") is None and s.phase == "switch"
+    live.timer.t = 15.0
     assert s.suggest("b") is None and s.phase == "switch"
     s.on_trial_complete("a", {"valid_mrr": 0.4})
     cfg = s.suggest("b")

@@ -155,9 +155,11 @@ class StagedSearcher(PickledStateSearcher):
         waited = self._elapsed() - (self.stage1_closed_s if self.stage1_closed_s is not None else self.stage1_end_s)
         if running and waited < self.grace_s:
             return  # some stage-1 trials are still ending: rank when they have their values
+        top = self.top_configs()
+        if not top and running:
+            return  # no stage-1 value at all yet: past the grace too, wait for the first one
         if running:
             context.switch_grace_passed(running, {t: self.latest.get(t) for t in running})
-        top = self.top_configs()
         if not top:
             context.stage2_impossible("stage 1 produced no successful trial, so there is nothing to fine-tune; "
                                       "see the errors in trials.parquet")

@@ -1,10 +1,18 @@
 """A two-node Ray cluster on one machine (two raylets on loopback addresses 127.0.0.2 / 127.0.0.3, 4
-logical GPUs each, token authentication on): the demo experiment submitted as a Ray job through the
-Jobs API finishes with trials on both nodes; while it runs, the dashboard API and the metrics export
-behave; killing the worker node mid-run still ends in a finished experiment with nothing lost.
+logical GPUs each, token authentication on, one Ray temp dir as ``ray.cluster_utils.Cluster`` sets it up):
+the demo experiment submitted exactly as ``scripts/submit.sh`` submits it (the checkout uploaded as the
+job's ``working_dir``) finishes with trials on both nodes, told apart by Ray node ID; while it runs, the
+dashboard API and the metrics export behave; ``ray job stop`` stops such a job cleanly and the same
+submission with ``resume=true`` finishes it; killing the worker node mid-run still ends in a finished
+experiment with nothing lost.
 
-The cluster runs in a helper subprocess (``ray.cluster_utils.Cluster``) with a private Ray temp dir
-and a private token, so nothing here touches another Ray on the machine; it is always shut down.
+The two nodes share the temp dir on purpose: the second node's first trial then replaces (deletes and
+unpacks again) the job's working_dir copy the driver started in -- the set-up in which the driver used
+to die with "Intel oneMKL FATAL ERROR: Cannot load libtorch_cpu.so" (issue 15; see
+``kgtuner.launch.leave_job_working_dir``).
+
+The cluster runs in a helper subprocess with a private Ray temp dir and a private token, so nothing here
+touches another Ray on the machine; it is always shut down.
 """
 
 from __future__ import annotations
@@ -58,10 +66,9 @@ _HELPER = textwrap.dedent('''
         node_ip_address="{head}", include_dashboard=True, dashboard_host="127.0.0.1",
         dashboard_port=dash, dashboard_agent_listen_port=free_port(), **common))
     try:
-        # its own temp dir, like a separate machine: nodes sharing one would share (and re-extract
-        # under each other's feet) the job's working_dir in session/runtime_resources
-        worker = cluster.add_node(node_ip_address="{worker}",
-                                  temp_dir=os.path.join(os.environ["RAY_TMPDIR"], "worker"), **common)
+        # the head's temp dir, as Cluster does by default: both nodes unpack the job's working_dir into
+        # the same session/runtime_resources folder (the second one replaces the first one's copy)
+        worker = cluster.add_node(node_ip_address="{worker}", **common)
         head = cluster.head_node
         print(json.dumps(dict(dashboard=f"http://127.0.0.1:{{dash}}", address=cluster.address,
                               head_node=head.node_id, worker_node=worker.node_id,
@@ -179,17 +186,28 @@ def _alive_actors(info: dict, tmp: Path) -> list[dict]:
     return [a for a in json.loads(body)["data"]["result"]["result"] if a.get("state") == "ALIVE"]
 
 
-def test_demo_job_runs_on_both_nodes_with_dashboard_and_metrics(cluster_env):
+def _submit(info: dict, env: dict, run_dir: Path, job_id: str, *overrides: str) -> None:
+    """``scripts/submit.sh`` as a user runs it: the checkout uploaded as the job's working_dir."""
+    submit = subprocess.run(
+        ["bash", str(REPO / "scripts" / "submit.sh"), "--address", info["dashboard"],
+         "--python", sys.executable, "--run-dir", str(run_dir), "--submission-id", job_id, "--stop-wait", "60",
+         "--", *overrides],
+        env=env, capture_output=True, text=True, timeout=180)
+    assert submit.returncode == 0, submit.stdout + submit.stderr
+
+
+def _recorded(run_dir: Path) -> list[str]:
+    try:
+        return list(pd.read_parquet(run_dir / "trials.parquet")["trial_id"])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def test_submitted_job_runs_on_both_nodes_stops_cleanly_and_resumes(cluster_env):
     env, tmp = cluster_env
     run_dir = tmp / "run"
-    job_id = f"kgtuner-ops-{secrets.token_hex(4)}"
+    first, second = (f"kgtuner-ops-{secrets.token_hex(4)}" for _ in range(2))
     with two_node_cluster(env, tmp) as (info, _):
-        submit = subprocess.run(
-            ["bash", str(REPO / "scripts" / "submit.sh"), "--address", info["dashboard"],
-             "--python", sys.executable, "--run-dir", str(run_dir), "--submission-id", job_id,
-             "--", *DEMO_OVERRIDES],
-            env=env, capture_output=True, text=True, timeout=180)
-        assert submit.returncode == 0, submit.stdout + submit.stderr
         client = _client(info, tmp)
         seen = {"jobs_listed": False, "denied": set(), "trial_nodes": set(), "samples": {}}
 
@@ -197,7 +215,7 @@ def test_demo_job_runs_on_both_nodes_with_dashboard_and_metrics(cluster_env):
             if not seen["jobs_listed"]:
                 status, body = http_get(info["dashboard"] + "/api/jobs/", _headers(tmp))
                 seen["jobs_listed"] = status == 200 and any(
-                    j.get("submission_id") == job_id for j in json.loads(body))
+                    j.get("submission_id") == first for j in json.loads(body))
             for path in ("/api/jobs/", "/api/v0/actors"):
                 if http_get(info["dashboard"] + path)[0] == 401:
                     seen["denied"].add(path)
@@ -208,9 +226,30 @@ def test_demo_job_runs_on_both_nodes_with_dashboard_and_metrics(cluster_env):
                 for sample in _kgtuner_samples(info[f"{side}_metrics"]):
                     seen["samples"].setdefault(sample.name, []).append(sample.value)
 
-        status = _wait_job(client, job_id, during=during)
-        logs = client.get_job_logs(job_id)
+        # 1. submitted as submit.sh does; `ray job stop` (SIGINT) once a few trials are recorded
+        _submit(info, env, run_dir, first, *DEMO_OVERRIDES)
+        deadline = time.monotonic() + JOB_TIMEOUT_S
+        while len(_recorded(run_dir)) < 3 and time.monotonic() < deadline:
+            assert client.get_job_status(first).value in ("PENDING", "RUNNING"), client.get_job_logs(first)[-4000:]
+            during()
+            time.sleep(1)
+        before = _recorded(run_dir)
+        assert len(before) >= 3, client.get_job_logs(first)[-4000:]
+        stop = subprocess.run([str(Path(sys.executable).with_name("ray")), "job", "stop", "--address",
+                               info["dashboard"], first], env=env, capture_output=True, text=True, timeout=150)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert _wait_job(client, first, timeout=120).value == "STOPPED"
+        logs = client.get_job_logs(first)
+        assert "experiment interrupted" in logs and "resume=true" in logs, logs[-4000:]
+        state = json.loads((run_dir / "kgtuner_state.json").read_text())
+        assert not state["done"] and not (run_dir / "summary.json").exists()
+
+        # 2. the same submission with resume=true finishes the experiment
+        _submit(info, env, run_dir, second, *DEMO_OVERRIDES, "resume=true")
+        status = _wait_job(client, second, during=during)
+        logs = client.get_job_logs(second)
         assert status.value == "SUCCEEDED", logs[-4000:]
+        assert "resuming the interrupted search" in logs
         # Ray exports a gauge on its next report tick (about 10 s): a value the driver set just before
         # the job ended may only show then, so keep reading the endpoints a little longer (bounded).
         grace_end = time.monotonic() + 20
@@ -223,7 +262,7 @@ def test_demo_job_runs_on_both_nodes_with_dashboard_and_metrics(cluster_env):
     assert seen["denied"] == {"/api/jobs/", "/api/v0/actors"}, "the dashboard API answered without a token"
     assert seen["trial_nodes"] == {info["head_node"], info["worker_node"]}, seen["trial_nodes"]
 
-    # the metrics export served kgtuner's gauges with sensible values while the job ran
+    # the metrics export served kgtuner's gauges with sensible values while the jobs ran
     values = seen["samples"]
     assert all(values.get(name) for name in WANTED_METRICS), f"exported: {sorted(values)}"
     assert set(values["ray_kgtuner_stage"]) <= {0.0, 1.0, 2.0} and max(values["ray_kgtuner_stage"]) >= 1.0
@@ -233,12 +272,18 @@ def test_demo_job_runs_on_both_nodes_with_dashboard_and_metrics(cluster_env):
         assert all(0.0 <= v <= 1.0 for v in values[name]) and max(values[name]) > 0
     assert all(v > 0 for v in values["ray_kgtuner_trial_throughput_triples_per_second"])
 
-    # the experiment's record: trials on both nodes, both stages
+    # the drivers ran from the uploaded working_dir copy and moved out of it before the trials started
+    assert "outside the job's working_dir copy" in logs and "oneMKL" not in logs, logs[-4000:]
+    # the experiment's record: nothing lost at the stop, trials on both nodes (by Ray node ID, with
+    # each node's IP beside it), both stages, and the answer's trained model
     trials = pd.read_parquet(run_dir / "trials.parquet")
-    assert set(trials["node"]) == {HEAD_IP, WORKER_IP}, trials[["trial_id", "node", "status"]]
-    assert set(trials["stage"]) == {1, 2}
-    assert trials["trial_id"].is_unique and (trials["status"] == "ok").any()
+    assert trials["trial_id"].is_unique and set(before) <= set(trials["trial_id"])
+    assert set(trials["node"]) == {info["head_node"], info["worker_node"]}, trials[["trial_id", "node", "status"]]
+    assert set(zip(trials["node"], trials["node_ip"])) == {(info["head_node"], HEAD_IP),
+                                                          (info["worker_node"], WORKER_IP)}
+    assert set(trials["stage"]) == {1, 2} and (trials["status"] == "ok").any()
     assert (run_dir / "summary.json").exists() and (run_dir / "best_config.yaml").exists()
+    assert (run_dir / "embeddings.npz").exists() and (run_dir / "metrics.json").exists()
 
 
 def test_killing_the_worker_node_mid_run_loses_no_trial(cluster_env):
@@ -283,5 +328,5 @@ def test_killing_the_worker_node_mid_run_loses_no_trial(cluster_env):
     assert all(tid in by_id.index for tid in failures), "Tune trials missing from trials.parquet"
     assert all(by_id.loc[tid, "status"] in ("ok", "stopped", "failed") for tid in hit)
     # the experiment went on without the worker and finished with an answer
-    assert (trials["node"] == HEAD_IP).any() and (trials["status"] == "ok").any()
+    assert (trials["node"] == info["head_node"]).any() and (trials["status"] == "ok").any()
     assert json.loads((run_dir / "summary.json").read_text())

@@ -151,9 +151,11 @@ class Coordinator:
         self.grash = None  # GraSHPlan of a search=grash run
         self.slots = 1
         self.resources: dict[str, float] = {}
+        from kgtuner.tune.answer_model import AnswerModels
         from kgtuner.tune.metrics import ExperimentMetrics
 
         self.gauges = ExperimentMetrics(settings.name)
+        self.answer = AnswerModels(settings, self.run_dir)  # the answer's trained model; answer.keep checked here
 
     # ------------------------------------------------------------------ persistence
     def elapsed(self) -> float:
@@ -260,7 +262,8 @@ class Coordinator:
             end_s = max(end_s, float(start_s))
         row = make_row(tid, stage, hp, status=status, valid=valid, test=test, error=err,
                        start_s=start_s, end_s=end_s,
-                       node=last.get("node"), gpu=last.get("gpu"), graph=last.get("graph"), steps=last.get("step"),
+                       node=last.get("node"), node_ip=last.get("node_ip"), gpu=last.get("gpu"),
+                       graph=last.get("graph"), steps=last.get("step"),
                        trial_index=meta.get("trial_index"), timing=self._timing(tid, last), rung=rung)
         self.store.add(row)
         self.save_state()
@@ -394,6 +397,7 @@ class Coordinator:
     def _tuner(self, trainable, space):
         """A new Tuner for the search, or the interrupted one restored from ``run_dir/search``."""
         from ray import tune
+        from kgtuner.tune.answer_model import AnswerCallback
         from kgtuner.tune.progress import ProgressCallback
         from kgtuner.tune.searchers import make_staged_searcher
 
@@ -422,9 +426,9 @@ class Coordinator:
                 trial_dirname_creator=trial_dirname,
             ),
             run_config=tune.RunConfig(
-                name=SEARCH_DIR, storage_path=str(self.run_dir), callbacks=[ProgressCallback()],
+                name=SEARCH_DIR, storage_path=str(self.run_dir), callbacks=[ProgressCallback(), AnswerCallback()],
                 failure_config=tune.FailureConfig(max_failures=self.settings.trial.max_failures),
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                checkpoint_config=self.answer.checkpoint_config(),  # best 2 per trial by valid_mrr
                 verbose=1 if self.verbose else 0, progress_reporter=reporter,
             ),
         )
@@ -485,7 +489,8 @@ class Coordinator:
                 self._deadline_key = f"{self.run_dir.name}-{uuid.uuid4().hex[:12]}"
                 stages, graphs = self._search_stages(sub, full, full_ref)
                 trainable = make_trainable(graph_1=sub_ref, graph_2=full_ref, stages=stages, graphs=graphs,
-                                           deadline_key=self._deadline_key, **common)
+                                           deadline_key=self._deadline_key, answer=self.answer.trial_args(self),
+                                           **common)
                 budget_text = (f"{s.budget.seconds:g}s" if s.budget.timed else f"{s.budget.trials} trials")
                 if s.two_stage:
                     self.log(f"KGTuner: stage 1 (RF+BORE on the subgraph) then stage 2 (top-{s.top_k} expanded, "
@@ -615,7 +620,7 @@ class Coordinator:
         from kgtuner.tune.plots import CURVE_FILE, plot_search_curve
 
         self.store.flush()
-        summary = self.summary()
+        summary = self.answer.finish(self.summary(), self)  # + the answer's embeddings.npz / metrics.json
         for warning in summary["warnings"]:
             self.log(f"WARNING: {warning}")
         write_summary(self.run_dir, summary)

@@ -3,7 +3,8 @@
 One row per trial. Columns: ``trial_id``, ``stage`` (1 or 2), one column per hyper-parameter under
 the engine's names, ``valid_mrr``/``valid_hits@k``, ``test_mrr``/``test_hits@k`` (where computed),
 ``status`` (``ok``/``failed``/``stopped``), ``error``, ``start_s``/``end_s`` (active seconds since
-the search started), ``node``, ``gpu``, plus ``graph`` (the graph it trained on: the stage-1
+the search started), ``node`` (the Ray node ID: unique even for several nodes on one host),
+``node_ip`` (that node's IP address), ``gpu``, plus ``graph`` (the graph it trained on: the stage-1
 subgraph or the full graph), ``steps``, ``rung`` (for a trial stopped early by ASHA,
 ``search.early_stop=asha``: the rung it reached, in training steps; null otherwise -- such a trial
 has status ``stopped``, its best validation MRR up to the rung and no test metrics), ``trial_index``,
@@ -28,7 +29,7 @@ BASE_COLUMNS = ("trial_id", "stage")
 TAIL_COLUMNS = (
     *(f"valid_{k}" for k in METRIC_KEYS),
     *(f"test_{k}" for k in METRIC_KEYS),
-    "status", "error", "start_s", "end_s", "node", "gpu", "graph", "steps", "rung", "trial_index",
+    "status", "error", "start_s", "end_s", "node", "node_ip", "gpu", "graph", "steps", "rung", "trial_index",
     *("launch_s", "setup_s", "fit_s", "train_s"), "config_json",
 )
 #: Per-trial timing columns (seconds): driver start -> trainable start, trainable set-up (graph,
@@ -60,7 +61,7 @@ def make_row(trial_id: str, stage: int, config: dict, *, status: str, valid: dic
              test: dict | None = None, error: str | None = None, start_s: float | None = None,
              end_s: float | None = None, node: str | None = None, gpu: str | None = None, graph: str | None = None,
              steps: int | None = None, trial_index: int | None = None, timing: dict | None = None,
-             rung: int | None = None) -> dict:
+             rung: int | None = None, node_ip: str | None = None) -> dict:
     """One trials.parquet row (hyper-parameters flattened under their own names); ``rung``: the ASHA rung
     (steps) of a trial stopped early (status ``stopped``), else None."""
     if rung is not None and status != "stopped":
@@ -73,6 +74,7 @@ def make_row(trial_id: str, stage: int, config: dict, *, status: str, valid: dic
         for key in METRIC_KEYS:
             row[f"{prefix}_{key}"] = _finite((metrics or {}).get(key))
     row.update(status=status, error=error, start_s=_finite(start_s), end_s=_finite(end_s), node=node,
+               node_ip=node_ip or None,
                gpu=None if gpu is None else str(gpu), graph=graph, steps=steps,
                rung=None if rung is None else int(rung), trial_index=trial_index,
                **{k: _finite((timing or {}).get(k)) for k in TIMING_COLUMNS},
@@ -127,7 +129,7 @@ class ResultsStore:
                 store._rows[str(rec["trial_id"])] = make_row(
                     rec["trial_id"], int(rec["stage"]), config, status=rec["status"], valid=valid, test=test,
                     error=rec.get("error"), start_s=rec.get("start_s"), end_s=rec.get("end_s"),
-                    node=rec.get("node"), gpu=rec.get("gpu"), graph=rec.get("graph"),
+                    node=rec.get("node"), node_ip=rec.get("node_ip"), gpu=rec.get("gpu"), graph=rec.get("graph"),
                     steps=None if pd.isna(rec.get("steps")) else int(rec["steps"]),
                     trial_index=None if pd.isna(rec.get("trial_index")) else int(rec["trial_index"]),
                     rung=None if pd.isna(rec.get("rung")) else int(rec["rung"]),
@@ -256,6 +258,11 @@ def summary_table(store: ResultsStore, summary: dict, top: int = 10) -> str:
                      f"valid MRR {_fmt((best.get('valid') or {}).get('mrr'))}, "
                      f"test MRR {_fmt((best.get('test') or {}).get('mrr'))}")
         lines.append("  " + json.dumps(best.get("config"), sort_keys=True))
+        if isinstance(best.get("strategy"), dict):
+            lines.append(f"  produced by: {best['strategy'].get('description')}")
+        model = summary.get("answer_model") or {}
+        if model.get("files"):
+            lines.append(f"  its trained model: {', '.join(model['files'])} in the run directory")
         if best.get("from_subgraph"):
             lines.append("  WARNING: this answer is a stage-1 trial; its metrics were measured on the subgraph "
                          "(see summary.json's warnings)")

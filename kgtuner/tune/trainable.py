@@ -7,8 +7,10 @@ it for the next trial it runs (``reuse_actors``).
 
 Reported metrics (after each validation, with a checkpoint so the trial can be restored):
 ``valid_mrr`` (best so far, the searcher's metric), ``valid_hits@k`` (of that best validation),
-``last_valid_mrr``, ``step``, ``stage``, ``node``, ``gpu``; the last report adds ``test_*`` where
-computed, ``trial_status`` (ok/stopped/failed), ``error`` and ``done``.
+``last_valid_mrr``, ``step``, ``stage``, ``node`` (Ray node ID), ``node_ip``, ``gpu``; the last report
+adds ``test_*`` where computed, ``trial_status`` (ok/stopped/failed), ``error`` and ``done``, and (when the
+search keeps answer models) a final checkpoint: the trial's record, plus its best-validation model
+(``metrics.json``, ``embeddings.npz``) when it can become the answer (:mod:`kgtuner.tune.answer_model`).
 
 Failure policy: an exception raised by training (bad configuration, CUDA out-of-memory, ...) is
 deterministic, so it is *caught*, reported as ``trial_status="failed"`` with its message, and not
@@ -98,22 +100,24 @@ def _thread_count() -> int:
     return max(1, int(math.floor(cpus + 1e-9)))
 
 
-def _placement() -> tuple[str, str]:
-    """(node, gpu) this trial runs on; gpu is "cpu" when no GPU is assigned."""
+def _placement() -> tuple[str, str, str]:
+    """(node, node_ip, gpu) this trial runs on: the Ray node ID (unique even for several nodes on one host
+    or containers sharing an address), that node's IP, and the GPU ids ("cpu" when none is assigned)."""
     try:
         import ray
 
-        node = ray.util.get_node_ip_address()
+        node = ray.get_runtime_context().get_node_id()
+        ip = ray.util.get_node_ip_address()
         gpus = ray.get_gpu_ids()
-    except Exception:  # noqa: BLE001
-        node, gpus = os.uname().nodename, []
-    return str(node), ",".join(str(g) for g in gpus) if gpus else "cpu"
+    except Exception:  # noqa: BLE001 - outside Ray (unit tests)
+        node, ip, gpus = os.uname().nodename, "", []
+    return str(node), str(ip), ",".join(str(g) for g in gpus) if gpus else "cpu"
 
 
 def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, stages: dict, model: str,
                   checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
                   experiment: str = "kgtuner", graphs: dict | None = None,
-                  deadline_key: str | None = None) -> None:
+                  deadline_key: str | None = None, answer: dict | None = None) -> None:
     """Ray Tune function trainable: train ``config`` on its stage's graph and report each validation.
 
     ``graph_1``/``graph_2``: ``KnowledgeGraph.to_arrays()`` of the graph of stage 1 / stage 2;
@@ -123,7 +127,9 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     graph per round) maps graph keys to graph arrays or their ObjectRefs and then replaces
     ``graph_1``/``graph_2``. ``deadline_key``: where the coordinator
     publishes the stage deadlines (:mod:`kgtuner.tune.deadlines`; a spec's ``deadline_unix`` is the
-    fallback); the trial marks it ready just before its first training step.
+    fallback); the trial marks it ready just before its first training step. ``answer`` (``{"key",
+    "stage", "keep"}``, :mod:`kgtuner.tune.answer_model`): the final report carries a checkpoint -- the
+    trial's record, plus its best-validation model when it can become the search's answer.
     """
     started_unix = time.time()
     t0 = time.perf_counter()
@@ -132,6 +138,8 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     from ray import tune
 
     from kgtuner.kge import TrainConfig, Trainer
+    from kgtuner.kge.model_files import metrics_record
+    from kgtuner.tune.answer_model import final_checkpoint, final_record, report_final
     from kgtuner.tune.deadlines import DeadlineWatch, mark_ready
     from kgtuner.tune.metrics import TrialMetrics
 
@@ -143,7 +151,7 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     if graphs:
         graph = graphs[graph_key]
     deadline = DeadlineWatch(deadline_key, stage, float(spec.get("deadline_unix", math.inf)))
-    node, gpu = _placement()
+    node, node_ip, gpu = _placement()
     trial_id = tune.get_context().get_trial_id() or "trial"
     gauges = TrialMetrics(trial_id, stage, experiment=experiment)
     best: dict[str, Any] = {"valid": None, "step": 0}
@@ -153,22 +161,28 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
 
     def base_report() -> dict:
         valid = best["valid"] or {}
-        out = {"stage": stage, "graph": graph_key.rsplit(":", 1)[0], "node": node, "gpu": gpu,
+        out = {"stage": stage, "graph": graph_key.rsplit(":", 1)[0], "node": node, "node_ip": node_ip, "gpu": gpu,
                "step": best["step"], "done": False,
                "valid_mrr": valid.get("mrr", float("nan"))}
         for k in ("hits@1", "hits@3", "hits@10"):
             out[f"valid_{k}"] = valid.get(k, float("nan"))
         return out
 
-    def final(status: str, error: str | None = None, test: dict | None = None) -> None:
+    def final(status: str, error: str | None = None, test: dict | None = None, trained: dict | None = None) -> None:
         out = base_report()
         out.update(done=True, trial_status=status, error=error or "", started_unix=started_unix,
                    ended_unix=time.time(),
                    total_s=time.perf_counter() - t0, **timing)
         for k, v in (test or {}).items():
             out[f"test_{k}"] = v
-        tune.report(out)
+        # ``trained``: metrics/model/kg of the best-validation state, kept when the trial can become the answer
+        with final_checkpoint(answer, out, stage=stage, **(trained or {})) as checkpoint:
+            report_final(out, checkpoint)
 
+    ended = final_record(tune.get_checkpoint())
+    if ended is not None:  # restored from its own final checkpoint (it had ended): report that again
+        tune.report(ended)
+        return
     if deadline.passed():
         final("stopped", "stage ended before the trial started")
         return
@@ -259,18 +273,22 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
         except Exception as exc:  # noqa: BLE001
             final("failed", f"test evaluation failed: {type(exc).__name__}: {exc}")
             return
-    final("stopped" if stopped_by_deadline else "ok", None, test)
+    trained = {"metrics": metrics_record(result, cfg.to_dict(), valid=best["valid"], test=test),
+               "model": trainer.best_model(), "kg": kg}
+    final("stopped" if stopped_by_deadline else "ok", None, test, trained)
 
 
 def make_trainable(*, graph_1, graph_2, stages: dict, model: str, resources: dict,
                    checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
-                   experiment: str = "kgtuner", graphs: dict | None = None, deadline_key: str | None = None):
+                   experiment: str = "kgtuner", graphs: dict | None = None, deadline_key: str | None = None,
+                   answer: dict | None = None):
     """``kgtuner_trial`` bound to the graphs of both stages and to per-trial resources.
 
     ``graph_1``/``graph_2`` are ``ObjectRef``s of the graphs' ``to_arrays()`` from one ``ray.put``
     each by the driver (``tune.with_parameters`` keeps a ref as it is, so every Tune run and
     every trial shares that one copy in the object store; numpy arrays arrive zero-copy).
     ``graphs`` (GraSH): graph key -> ``ObjectRef``, resolved by a trial when it first needs that graph.
+    ``answer``: see :func:`kgtuner_trial` (None: trials keep no model and report no final checkpoint).
     """
     from ray import tune
 
@@ -278,5 +296,5 @@ def make_trainable(*, graph_1, graph_2, stages: dict, model: str, resources: dic
                               stages={int(k): dict(v) for k, v in stages.items()}, model=model,
                               checkpoint_every_s=checkpoint_every_s, inject_failures=tuple(inject_failures),
                               experiment=experiment, graphs=dict(graphs) if graphs else None,
-                              deadline_key=deadline_key)
+                              deadline_key=deadline_key, answer=dict(answer) if answer else None)
     return tune.with_resources(fn, resources)

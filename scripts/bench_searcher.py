@@ -67,16 +67,24 @@ def latency(n_obs: int, repeats: int, **kw) -> dict:
             "anchor_ms": 1e3 * np.median(anchor)}
 
 
-#: RF+BORE variants compared (keyword arguments over the defaults of ``RFBORESearcher``).
-#: "previous" = the defaults before issue 12 (2,048 uniform candidates, 40 of 200 trees refit per
-#: update, no batch diversification); "reference" = the reference code's candidates (random +
-#: evolution) and a full refit after every result, with the batch strategies on top.
+#: RF+BORE variants compared (keyword arguments over the defaults of ``RFBORESearcher``), named by
+#: their candidates (uniform: random samples only; reference: 10,000 random samples plus two rounds of
+#: evolution, the reference code's scheme), forest refresh (rolling: 40 of 200 trees refit per
+#: update; refit: the whole forest) and batch strategy (thompson: tree draws while trials are pending;
+#: liar: pending trials as pseudo-negatives). "previous" = the defaults before issue 12.
 RF_VARIANTS = {
     "rf_bore[previous]": dict(n_candidates=2048, evolve_rounds=0, trees_per_fit=40, batch="none"),
-    "rf_bore[reference]": dict(batch="none"),
-    "rf_bore[reference+liar]": dict(batch="none", pending="pseudo_negative"),
-    "rf_bore[reference+thompson]": dict(batch="thompson"),
-    "rf_bore[reference+thompson+liar]": dict(batch="thompson", pending="pseudo_negative"),
+    "rf_bore[uniform,refit]": dict(n_candidates=2048, evolve_rounds=0, batch="none"),
+    "rf_bore[uniform,refit,thompson]": dict(n_candidates=2048, evolve_rounds=0, batch="thompson"),
+    "rf_bore[uniform,refit,thompson,liar]": dict(n_candidates=2048, evolve_rounds=0, batch="thompson",
+                                                 pending="pseudo_negative"),
+    "rf_bore[uniform10k,refit,thompson]": dict(n_candidates=10000, evolve_rounds=0, batch="thompson"),
+    "rf_bore[reference,refit]": dict(n_candidates=10000, evolve_rounds=2, batch="none"),
+    "rf_bore[reference,refit,liar]": dict(n_candidates=10000, evolve_rounds=2, batch="none", pending="pseudo_negative"),
+    "rf_bore[reference,refit,thompson]": dict(n_candidates=10000, evolve_rounds=2, batch="thompson"),
+    "rf_bore[reference,refit,thompson,liar]": dict(n_candidates=10000, evolve_rounds=2, batch="thompson",
+                                                   pending="pseudo_negative"),
+    "rf_bore[default]": dict(),  # RFBORESearcher's (and conf/search/*.yaml's) defaults, whatever they are
 }
 
 
@@ -171,7 +179,7 @@ def main() -> None:
         print(f"{'observations':>12} {'searcher':>28} {'suggest ms':>10} {'complete+suggest ms':>19} "
               f"{'anchor ms':>9} {'ratio':>6}")
         for n_obs in (10, 100, 500):
-            for label in ("rf_bore[previous]", "rf_bore[reference+thompson]"):
+            for label in ("rf_bore[previous]", "rf_bore[default]"):
                 r = latency(n_obs, args.repeats, **RF_VARIANTS[label])
                 print(f"{n_obs:>12} {label:>28} {r['suggest_ms']:>10.1f} {r['cycle_ms']:>19.1f} "
                       f"{r['anchor_ms']:>9.1f} {r['suggest_ms'] / r['anchor_ms']:>6.2f}", flush=True)
@@ -183,6 +191,9 @@ def main() -> None:
         names = args.objectives or list(objectives)
         rf_kw = {}
         algs = args.algorithms or ["random", "tpe", *RF_VARIANTS]
+        unknown = sorted(set(algs) - {"random", "tpe", *RF_VARIANTS})
+        if unknown:
+            raise SystemExit(f"unknown algorithm(s) {unknown}; choose from random, tpe, {', '.join(RF_VARIANTS)}")
         tasks = [(o, a, s, args.evals, w, rf_kw, args.tables) for w in args.workers for o in names
                  for a in algs for s in range(args.seeds)]
         with ProcessPoolExecutor(args.jobs) as pool:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from answer_helpers import check_answer_model
+
 REPO = Path(__file__).resolve().parents[1]
 NOT_SOURCES = (".git", ".venv", ".venv-*", "outputs", "multirun", "results", "build", "dist", "*.egg-info",
                "__pycache__", ".pytest_cache", ".cache")
@@ -63,6 +65,8 @@ def test_wheel_ships_conf_and_runs_the_demo_outside_the_checkout(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["search"] == "kgtuner" and summary["best"] is not None
+    if summary["best"]["stage"] == 2:  # (a stage-2 trial trained within the few seconds): its model is there
+        check_answer_model(run_dir)
     assert len(pd.read_parquet(run_dir / "trials.parquet")) >= 2 and (run_dir / "best_config.yaml").exists()
     assert not list(elsewhere.iterdir()), "the run wrote into the working directory instead of hydra.run.dir"
 

@@ -316,7 +316,7 @@ def test_asha_stops_trials_in_a_run_on_8_logical_gpus(tmp_path):
     for stage in (1, 2):
         rows = [r for tid, r in results.items() if stage_of[tid] == stage]
         assert len({r[-1]["pid"] for r in rows}) <= 8 < len(df)
-    assert sum(stage_of[tid] == 1 for tid in results) > 8  # so some stage-1 actor served a second trial
+    assert len({r[-1]["pid"] for r in results.values()}) < len(df)  # some actor served a second trial
     assert summary["early_stop"]["scheduler"] == "asha"
     assert summary["early_stop"]["stopped"] == len(early)
     assert summary["best"]["trial_id"] not in set(early["trial_id"])

@@ -23,8 +23,11 @@ class Regularizer:
         self.weight = float(weight)
 
     def __call__(self, model, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        eh, er, et = model.entity(h), model.relation(r), model.entity(t)
-        return self.weight * self.penalty(model, eh, er, et) / h.shape[0]
+        return self.rows(model, model.entity(h), model.relation(r), model.entity(t))
+
+    def rows(self, model, eh: torch.Tensor, er: torch.Tensor, et: torch.Tensor) -> torch.Tensor | None:
+        """The weighted penalty of already gathered embedding rows ``[B, ...]`` (no dropout)."""
+        return self.weight * self.penalty(model, eh, er, et) / eh.shape[0]
 
     def penalty(self, model, eh, er, et) -> torch.Tensor:
         raise NotImplementedError
@@ -63,6 +66,9 @@ class NoRegularizer(Regularizer):
     name = "None"
 
     def __call__(self, model, h, r, t):
+        return None
+
+    def rows(self, model, eh, er, et):
         return None
 
 

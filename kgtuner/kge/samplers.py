@@ -30,6 +30,8 @@ class Sampler:
     name = "base"
     #: Embeddings get sparse gradients (only a batch's rows are touched).
     sparse = True
+    #: Scores a batch from embedding rows that the trainer gathers (``SharedNegativesSampler``).
+    row_step = False
 
     def __init__(self, train: np.ndarray, num_entities: int, num_relations: int, *, num_negatives: int = 0,
                  entity_types: np.ndarray | None = None, device: torch.device | str = "cpu"):
@@ -50,22 +52,70 @@ class Sampler:
         """``(h, r, t)`` index tensors whose embeddings the regularizer penalises."""
         return batch[:, 0], batch[:, 1], batch[:, 2]
 
+
+class SharedNegativesSampler(Sampler):
+    """Base of the sampled-negative samplers: negatives drawn once per batch, scored from embedding rows.
+
+    A batch is scored in three steps that the trainer may also run one by one (its row step):
+    ``draw`` the negatives, gather the embedding rows of ``row_ids`` (entities: heads, tails,
+    negatives; relations: the batch's, then their reciprocals with ``inverse``), and
+    ``rows_loss`` on those rows (``split_rows`` cuts them into their roles). ``loss`` does the
+    three with the model's own lookups.
+    """
+
+    #: The trainer may gather this sampler's rows itself and call ``rows_loss`` (see ``Trainer``).
+    row_step = True
+
+    def draw(self, generator: torch.Generator) -> torch.Tensor:
+        raise NotImplementedError
+
     @staticmethod
-    def _query_vectors(model, h, r, t):
-        """Tail and head query vectors plus the two positive scores of triples ``(h, r, t)``."""
-        eh, er, et = model.ent(h), model.rel(r), model.ent(t)
+    def row_ids(model, batch: torch.Tensor, neg: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Entity ids ``[h; t; neg]`` and relation ids ``[r]`` (``[r; r + R]`` with ``inverse``) of a batch."""
+        h, r, t = batch[:, 0], batch[:, 1], batch[:, 2]
+        ent = torch.cat([h, t, neg.reshape(-1)])
+        rel = torch.cat([r, r + model.num_relations]) if model.inverse else r
+        return ent, rel
+
+    def loss(self, model, batch, loss_fn, generator):
+        neg = self.draw(generator)
+        ent, rel = self.row_ids(model, batch, neg)
+        return self.rows_loss(model, batch, *self.split_rows(model, batch, model.entity(ent), model.relation(rel)),
+                              loss_fn)
+
+    @staticmethod
+    def split_rows(model, batch: torch.Tensor, ent_rows: torch.Tensor, rel_rows: torch.Tensor):
+        """``(heads, relations, tails, reciprocal relations or None, negatives)`` rows of ``row_ids``."""
+        B = batch.shape[0]
+        eh, et, cand = ent_rows.split([B, B, ent_rows.shape[0] - 2 * B])
+        er, er_inv = rel_rows.split([B, B]) if model.inverse else (rel_rows, None)
+        return eh, er, et, er_inv, cand
+
+    def rows_loss(self, model, batch, eh, er, et, er_inv, cand, loss_fn) -> torch.Tensor:
+        """The batch loss from the embedding rows of ``split_rows`` (dropout is applied here, in the
+        order heads, relations, tails, reciprocal relations, negatives)."""
+        B = batch.shape[0]
+        drop = model._drop
+        eh, er, et = drop(eh), drop(er), drop(et)
         q_t = model.tail_query(eh, er)
         pos_t = model.compare_pairs(q_t, et)
-        if model.inverse:
-            q_h = model.tail_query(et, model.rel(r + model.num_relations))
+        if er_inv is not None:
+            q_h = model.tail_query(et, drop(er_inv))
             pos_h = model.compare_pairs(q_h, eh)
         else:
             q_h = model.head_query(er, et)
             pos_h = pos_t
-        return q_t, pos_t, q_h, pos_h
+        # both sides against the shared candidates in ONE comparison (one matrix product)
+        scores = self.negative_scores(batch, model.compare(torch.cat([q_t, q_h]), drop(cand)))
+        neg_t, neg_h = scores.split([B, B])
+        return 0.5 * (loss_fn.sampled(pos_t, neg_t) + loss_fn.sampled(pos_h, neg_h))
+
+    def negative_scores(self, batch: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Negative scores ``[2B, m]`` (tail queries, then head queries) from the candidate scores."""
+        return scores
 
 
-class UniformSampler(Sampler):
+class UniformSampler(SharedNegativesSampler):
     """``m`` uniform negatives shared by the whole batch (see module docstring)."""
 
     name = "uniform"
@@ -73,14 +123,8 @@ class UniformSampler(Sampler):
     def draw(self, generator: torch.Generator) -> torch.Tensor:
         return torch.randint(self.num_entities, (self.num_negatives,), generator=generator, device=generator.device)
 
-    def loss(self, model, batch, loss_fn, generator):
-        q_t, pos_t, q_h, pos_h = self._query_vectors(model, batch[:, 0], batch[:, 1], batch[:, 2])
-        cand = model.ent(self.draw(generator))
-        return 0.5 * (loss_fn.sampled(pos_t, model.compare(q_t, cand))
-                      + loss_fn.sampled(pos_h, model.compare(q_h, cand)))
 
-
-class TypedSampler(Sampler):
+class TypedSampler(SharedNegativesSampler):
     """``m`` shared negatives per entity type; a query meets those of the replaced entity's type."""
 
     name = "typed"
@@ -104,16 +148,11 @@ class TypedSampler(Sampler):
             (self.counts - 1).clamp_min(0).unsqueeze(1))
         return self.order[idx]  # [T, m]
 
-    def loss(self, model, batch, loss_fn, generator):
-        h, r, t = batch[:, 0], batch[:, 1], batch[:, 2]
-        q_t, pos_t, q_h, pos_h = self._query_vectors(model, h, r, t)
-        neg = self.draw(generator)
-        cand = model.ent(neg.reshape(-1))
-        rows = torch.arange(h.shape[0], device=h.device)
-        m = self.num_negatives
-        neg_t = model.compare(q_t, cand).view(-1, self.n_types, m)[rows, self.types[t]]
-        neg_h = model.compare(q_h, cand).view(-1, self.n_types, m)[rows, self.types[h]]
-        return 0.5 * (loss_fn.sampled(pos_t, neg_t) + loss_fn.sampled(pos_h, neg_h))
+    def negative_scores(self, batch, scores):
+        B = batch.shape[0]
+        side_types = torch.cat([self.types[batch[:, 2]], self.types[batch[:, 0]]])
+        rows = torch.arange(2 * B, device=scores.device)
+        return scores.view(2 * B, self.n_types, self.num_negatives)[rows, side_types]
 
 
 class OneVsAllSampler(Sampler):

@@ -1,10 +1,10 @@
 """``TrainConfig``: one training configuration, every hyper-parameter and control named once.
 
 Names match the search-space files, the ``train.<name>`` overrides of ``python -m kgtuner.train``
-and the result columns. Conditional HPs that are inactive (``gamma`` unless ``loss == "MR"``,
-``adv_weight`` unless ``BCE_adv``, ``reg_weight`` with ``regularizer: None``) may be absent and
-are then ignored. ``TrainConfig.from_dict`` validates everything and raises ``ConfigError``
-naming the key, the value and the fix.
+and the result columns. Conditional HPs that are inactive (``gamma`` unless ``loss == "MR"`` or
+the model is TransE/RotatE, ``adv_weight`` unless ``BCE_adv``, ``reg_weight`` with
+``regularizer: None``) may be absent and are then ignored. ``TrainConfig.from_dict`` validates
+everything and raises ``ConfigError`` naming the key, the value and the fix.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ class TrainConfig:
     """A validated training configuration (build it with ``from_dict``).
 
     Hyper-parameters (paper Table 1): ``model``, ``dim``, ``batch_size``, ``negatives`` (int
-    or ``"1VsAll"``/``"kVsAll"``), ``loss``, ``gamma`` (MR margin), ``adv_weight`` (BCE_adv
-    alpha), ``regularizer``, ``reg_weight``, ``dropout``, ``optimizer``, ``lr``,
-    ``initializer``, ``inverse``; ``model_options`` holds model-specific settings (AutoSF
-    structure, ConvE layout, ...).
+    or ``"1VsAll"``/``"kVsAll"``), ``loss``, ``gamma`` (MR margin, and the offset of TransE/RotatE's
+    score ``gamma - distance`` with every loss), ``adv_weight`` (BCE_adv alpha), ``regularizer``,
+    ``reg_weight``, ``dropout``, ``optimizer``, ``lr``, ``initializer``, ``inverse``;
+    ``model_options`` holds model-specific settings (AutoSF structure, ConvE layout, ...).
 
     Controls: ``max_epochs`` / ``max_steps`` (training stops at whichever comes first; None =
     no limit, at least one must be set), ``valid_every`` (steps between validations),
@@ -41,7 +41,9 @@ class TrainConfig:
     ``seed``, ``device`` (``auto`` = CUDA when present, else CPU), ``amp`` (bfloat16 autocast of the
     training step; meant for CUDA, also honoured on CPU), ``eval_batch_size`` (queries per
     evaluation batch; None = chosen by the evaluator to bound memory), ``type_constrained``
-    (typed negatives when the graph has entity types).
+    (typed negatives when the graph has entity types), ``compile`` (``torch.compile`` the training
+    step's loss and its gradient: fused kernels on CPU, CUDA graphs on CUDA; it costs a compilation
+    of tens of seconds per run, so it pays off on long runs only).
     """
 
     model: str = "complex"
@@ -71,6 +73,7 @@ class TrainConfig:
     amp: bool = False
     eval_batch_size: int | None = None
     type_constrained: bool = True
+    compile: bool = False
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -113,6 +116,7 @@ class TrainConfig:
         self.inverse = _bool("inverse", self.inverse)
         self.amp = _bool("amp", self.amp)
         self.type_constrained = _bool("type_constrained", self.type_constrained)
+        self.compile = _bool("compile", self.compile)
         if self.loss == "MR" and self.negatives in DENSE_NEGATIVES:
             raise ConfigError(f"loss 'MR' needs sampled negatives, not negatives={self.negatives!r}: "
                               "use an integer number of negatives or another loss")

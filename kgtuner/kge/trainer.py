@@ -27,7 +27,7 @@ from kgtuner.errors import ConfigError
 from kgtuner.kge.config import TrainConfig
 from kgtuner.kge.losses import make_loss
 from kgtuner.kge.models import MODELS
-from kgtuner.kge.optim import initialize, make_optimizers, scale_lr
+from kgtuner.kge.optim import _RowSparse, initialize, make_optimizers, scale_lr
 from kgtuner.kge.regularizers import REGULARIZERS
 from kgtuner.kge.samplers import SAMPLERS, sampler_name
 
@@ -54,6 +54,92 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class _LossMonitor:
+    """Reads the step losses for the running mean and for divergence, without stalling the device.
+
+    On CPU each loss is read at once. On an accelerator the losses of ``chunk`` steps are stacked
+    and copied to pinned host memory asynchronously; a chunk is read once its copy has finished
+    (polled without blocking) or at ``drain`` (validation, end of training), so the step loop never
+    waits for the device and a divergence is found at most two chunks late, reported with the step
+    at which it happened. ``add``/``drain`` return the divergence message, or None.
+    ``asynchronous`` (default: not on CPU) forces either mode (tests run the chunked one on CPU).
+    """
+
+    def __init__(self, device: torch.device, chunk: int = 50, asynchronous: bool | None = None):
+        self.sync = device.type == "cpu" if asynchronous is None else not asynchronous
+        self.chunk = chunk
+        self.total = 0.0
+        self.count = 0
+        self.pending: list[torch.Tensor] = []
+        self.first_step = 0
+        self.copies: list[tuple[torch.Tensor, Any, int]] = []
+
+    def add(self, loss: torch.Tensor, step: int) -> str | None:
+        if self.sync:
+            v = float(loss)
+            if not math.isfinite(v) or abs(v) > DIVERGED_LOSS:
+                return self._message(v, step)
+            self.total += v
+            self.count += 1
+            return None
+        if not self.pending:
+            self.first_step = step
+        self.pending.append(loss)
+        if len(self.pending) >= self.chunk:
+            self._launch()
+        while self.copies and self.copies[0][1].query():
+            host, _, first = self.copies.pop(0)
+            if (bad := self._read(host, first)) is not None:
+                return bad
+        return None
+
+    def drain(self) -> str | None:
+        if self.pending:
+            self._launch()
+        while self.copies:
+            host, event, first = self.copies.pop(0)
+            event.synchronize()
+            if (bad := self._read(host, first)) is not None:
+                return bad
+        return None
+
+    def _launch(self) -> None:
+        vals = torch.stack(self.pending).float()
+        if vals.device.type == "cuda":
+            host = torch.empty(vals.shape, dtype=vals.dtype, pin_memory=True)
+            host.copy_(vals, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+        else:  # CPU (or an accelerator without events): a plain copy, readable at once
+            host, event = vals.cpu(), _Done()
+        self.copies.append((host, event, self.first_step))
+        self.pending = []
+
+    def _read(self, vals: torch.Tensor, first_step: int) -> str | None:
+        vals = vals.float()
+        bad = ~torch.isfinite(vals) | (vals.abs() > DIVERGED_LOSS)
+        if bool(bad.any()):
+            i = int(torch.nonzero(bad)[0])
+            return self._message(float(vals[i]), first_step + i)
+        self.total += float(vals.sum())
+        self.count += vals.numel()
+        return None
+
+    @staticmethod
+    def _message(v: float, step: int) -> str:
+        return f"training loss became {'NaN' if math.isnan(v) else f'{v:.3g}'} at step {step}"
+
+
+class _Done:
+    @staticmethod
+    def query() -> bool:
+        return True
+
+    @staticmethod
+    def synchronize() -> None:
+        pass
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -113,6 +199,12 @@ class Trainer:
         self.steps_per_epoch = max(1, full + (rest > 1))
         self.generator = torch.Generator(device=self.device).manual_seed(c.seed)
         self._amp = bool(c.amp)
+        #: Sampled negatives: gather the batch's embedding rows once and update only those rows
+        #: (see ``_row_step``); False runs the plain autograd step through ``nn.Embedding``.
+        self.row_step = bool(getattr(self.sampler, "row_step", False)) and self.model.sparse
+        #: Merge duplicate rows with ``torch.unique`` (CPU) or keep them (no host sync; static shapes).
+        self.dedup_rows = self.device.type == "cpu"
+        self._objective = self._compiled_objective() if c.compile else self._rows_objective
         # progress (everything below is checkpointed)
         self.step = 0
         self.epoch = 0
@@ -129,30 +221,108 @@ class Trainer:
         self.examples_seen = 0
         self.loss_sum = 0.0
         self.loss_count = 0
-        self._perm: torch.Tensor | None = None
+        self._epoch_examples: torch.Tensor | None = None
         self._perm_epoch = -1
 
     # ------------------------------------------------------------------ training
-    def _epoch_perm(self) -> torch.Tensor:
+    def _epoch_batches(self) -> torch.Tensor:
+        """This epoch's examples in their seeded order, on the device (batches are slices of it)."""
         if self._perm_epoch != self.epoch:
             g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.epoch)
-            self._perm = torch.randperm(self.examples.shape[0], generator=g).to(self.device)
+            perm = torch.randperm(self.examples.shape[0], generator=g)
+            if self.device.type == "cuda":
+                perm = perm.pin_memory().to(self.device, non_blocking=True)
+            self._epoch_examples = self.examples.index_select(0, perm)
             self._perm_epoch = self.epoch
-        return self._perm
+        return self._epoch_examples
+
+    def _autocast(self):
+        if self._amp:
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def _train_step(self, batch: torch.Tensor) -> torch.Tensor:
         for opt in self.optimizers:
             opt.zero_grad(set_to_none=True)
-        ctx = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self._amp else contextlib.nullcontext())
-        with ctx:
-            loss = self.sampler.loss(self.model, batch, self.loss_fn, self.generator)
-            reg = self.regularizer(self.model, *self.sampler.regularized_triples(batch))
-            if reg is not None:
-                loss = loss + reg
-        loss.backward()
+        if self.row_step:
+            loss, row_updates = self._row_step(batch)
+        else:
+            with self._autocast():
+                loss = self.sampler.loss(self.model, batch, self.loss_fn, self.generator)
+                reg = self.regularizer(self.model, *self.sampler.regularized_triples(batch))
+                if reg is not None:
+                    loss = loss + reg
+            loss.backward()
+            row_updates = ()
         for opt in self.optimizers:
             opt.step()
+        for opt, weight, ids, grads, rows in row_updates:
+            opt.step_rows(weight, ids, grads, rows, distinct=self.dedup_rows)
         return loss.detach()
+
+    def _row_step(self, batch: torch.Tensor) -> tuple[torch.Tensor, list]:
+        """Loss and gradients of a sampled-negative batch computed on its gathered embedding rows.
+
+        The rows of ``sampler.row_ids`` are gathered ONCE per table into a leaf tensor (distinct
+        rows with ``dedup_rows``, else one row per id); the loss, the regularizer (same rows, no
+        second lookup) and their gradient are computed on them. A row-sparse optimizer then updates
+        exactly those rows from the leaf's gradient and the already gathered parameter rows
+        (returned as ``(optimizer, table, ids, grads, rows)``); any other optimizer gets a sparse
+        COO gradient. The values are those of the autograd step through ``nn.Embedding(sparse=True)``.
+        """
+        model = self.model
+        neg = self.sampler.draw(self.generator)
+        tables = (model.entity.weight, model.relation.weight)
+        leaves, rows, inverse = [], [], []
+        for weight, ids in zip(tables, self.sampler.row_ids(model, batch, neg)):
+            if self.dedup_rows:
+                ids, inv = torch.unique(ids, sorted=True, return_inverse=True)
+            else:
+                inv = None
+            leaves.append(weight.detach().index_select(0, ids).requires_grad_())
+            rows.append(ids)
+            inverse.append(inv)
+        if self.cfg.compile and self.device.type == "cuda":
+            torch.compiler.cudagraph_mark_step_begin()
+        if self.cfg.compile and self.dedup_rows:  # the number of distinct rows changes every step
+            for leaf in leaves:
+                torch._dynamo.maybe_mark_dynamic(leaf, 0)
+        with self._autocast():
+            loss = self._objective(batch, leaves[0], inverse[0], leaves[1], inverse[1])
+        loss.backward()
+        updates = []
+        for weight, ids, leaf in zip(tables, rows, leaves):
+            opt = self._row_optimizer(weight)
+            if opt is not None:
+                updates.append((opt, weight, ids, leaf.grad, leaf.detach()))
+            else:
+                weight.grad = torch.sparse_coo_tensor(ids.unsqueeze(0), leaf.grad, weight.shape,
+                                                      is_coalesced=self.dedup_rows, check_invariants=False)
+        return (loss.detach().clone() if self.cfg.compile else loss.detach()), updates
+
+    def _row_optimizer(self, weight: torch.Tensor):
+        """The row-sparse optimizer updating ``weight`` (None: give it a sparse COO gradient)."""
+        key = tuple(map(id, self.optimizers))
+        if getattr(self, "_row_opt_key", None) != key:
+            self._row_opt = {id(w): next((o for o in self.optimizers if isinstance(o, _RowSparse) and o.owns(w)), None)
+                             for w in (self.model.entity.weight, self.model.relation.weight)}
+            self._row_opt_key = key
+        return self._row_opt.get(id(weight))
+
+    def _rows_objective(self, batch, ent, ent_inv, rel, rel_inv) -> torch.Tensor:
+        """Loss plus regularizer of a batch from its gathered rows (``inv``: expand distinct rows)."""
+        if ent_inv is not None:
+            ent = ent.index_select(0, ent_inv)
+            rel = rel.index_select(0, rel_inv)
+        eh, er, et, er_inv, cand = self.sampler.split_rows(self.model, batch, ent, rel)
+        loss = self.sampler.rows_loss(self.model, batch, eh, er, et, er_inv, cand, self.loss_fn)
+        reg = self.regularizer.rows(self.model, eh, er, et)
+        return loss if reg is None else loss + reg
+
+    def _compiled_objective(self):
+        """``_rows_objective`` through ``torch.compile`` (CUDA: with CUDA graphs, "reduce-overhead")."""
+        mode = "reduce-overhead" if self.device.type == "cuda" else None
+        return torch.compile(self._rows_objective, mode=mode, dynamic=None)
 
     def _budget_left(self) -> tuple[bool, str]:
         c = self.cfg
@@ -172,8 +342,7 @@ class Trainer:
         if has_valid and self.stalled >= c.patience:
             stop_reason = "patience"
         self.model.train()
-        check_every = 1 if self.device.type == "cpu" else 50
-        pending: list[torch.Tensor] = []
+        monitor = _LossMonitor(self.device)
         while not stop_reason:
             ok, reason = self._budget_left()
             if not ok:
@@ -183,32 +352,33 @@ class Trainer:
                 stop_reason = "callback"
                 break
             t0 = time.perf_counter()
-            perm = self._epoch_perm()
             lo = self.batch_in_epoch * c.batch_size
-            idx = perm[lo:lo + c.batch_size]
-            loss = self._train_step(self.examples[idx])
-            pending.append(loss)
-            self.examples_seen += idx.shape[0]
+            batch = self._epoch_batches()[lo:lo + c.batch_size]
+            loss = self._train_step(batch)
+            self.examples_seen += batch.shape[0]
             self.step += 1
             self.batch_in_epoch += 1
             if self.batch_in_epoch >= self.steps_per_epoch:
                 self.epoch += 1
                 self.batch_in_epoch = 0
-            if len(pending) >= check_every or self.step % c.valid_every == 0:
-                diverged = self._absorb(pending)
-                pending = []
-                if diverged:
-                    self.train_seconds += time.perf_counter() - t0
-                    return self._diverged(f"training loss became {diverged} at step {self.step}")
+            validate = self.step % c.valid_every == 0
+            diverged = monitor.add(loss, self.step)
+            if validate and not diverged:
+                diverged = monitor.drain()
+            self._absorb(monitor)
             self.train_seconds += time.perf_counter() - t0
-            if self.step % c.valid_every == 0 and has_valid:
+            if diverged:
+                return self._diverged(diverged)
+            if validate and has_valid:
                 verdict = self._validate()
                 if verdict == "diverged":
                     return self._diverged(f"validation MRR is NaN at step {self.step}")
                 if verdict:
                     stop_reason = verdict
-        if pending and (diverged := self._absorb(pending)):
-            return self._diverged(f"training loss became {diverged} at step {self.step}")
+        diverged = monitor.drain()
+        self._absorb(monitor)
+        if diverged:
+            return self._diverged(diverged)
         if stop_reason == "callback":
             status = "stopped"
         elif has_valid and self.last_eval_step != self.step:
@@ -223,16 +393,11 @@ class Trainer:
                            triples_per_second=self.triples_per_second, stop_reason=stop_reason,
                            message=message, history=list(self.history))
 
-    def _absorb(self, pending: list[torch.Tensor]) -> str | None:
-        """Add pending step losses to the running mean; return a description if they diverged."""
-        vals = torch.stack(pending).float().cpu()
-        bad = ~torch.isfinite(vals) | (vals.abs() > DIVERGED_LOSS)
-        if bool(bad.any()):
-            v = float(vals[bad][0])
-            return "NaN" if math.isnan(v) else f"{v:.3g}"
-        self.loss_sum += float(vals.sum())
-        self.loss_count += len(pending)
-        return None
+    def _absorb(self, monitor: "_LossMonitor") -> None:
+        """Move the monitor's read losses into the running mean reported at validation."""
+        self.loss_sum += monitor.total
+        self.loss_count += monitor.count
+        monitor.total, monitor.count = 0.0, 0
 
     def _diverged(self, message: str) -> TrainResult:
         self.history.append({"step": self.step, "status": "diverged"})

@@ -1,14 +1,27 @@
-"""Training throughput of the kgtuner engine against a minimal torch anchor loop, in one process.
+"""Training throughput of the kgtuner engine against a minimal torch loop, in one process.
 
-The anchor is the plain loop the issue quotes (~88k triples/s on WN18RR on 2 cores): ComplEx,
-batch-shared uniform negatives for heads and tails, softplus (BCE_mean) loss, SparseAdam. The
-engine runs the same configuration through ``Trainer`` (validation off). Both are timed over the
-same number of steps after a warm-up, alternating ``--rounds`` times, and the ratio
-engine / anchor is printed (timings on a shared machine are noisy: read the ratio).
+Three (four with ``--compile``) ways to train the same configuration, timed over the same number of
+steps in alternating rounds (``--rounds``), each round after a warm-up:
+
+* ``anchor``: the plain 40-line torch loop (ComplEx, batch-shared uniform negatives for heads and
+  tails, softplus loss, ``nn.Embedding(sparse=True)`` + ``torch.optim.SparseAdam``);
+* ``old``: the first engine's step (``kgtuner.kge.reference_step.ReferenceTrainer``: autograd through
+  ``nn.Embedding``, torch's ``SparseAdam``), i.e. what the trainer did before the row step;
+* ``new``: ``Trainer`` as it trains today (the row step, row-sparse Adam), validation off;
+* ``compiled``: ``Trainer`` with ``compile: true`` (compilation time reported separately).
+
+Each round gives each way's triples/s and its ratio to the anchor of the same round; the medians over
+rounds are printed (the machine may be shared: read the ratios), also per CPU second of the process
+(``median_cpu_time_ratio_to_anchor``: less sensitive to other load; with several threads it counts
+their spinning too). The "GEMM floor" is the step's
+matrix-product FLOPs (3 products of [2B, d] x [d, m]) at the rate of a 2048^3 fp32 product measured
+in the same process: the throughput if nothing but those products took time. ``--eval`` times the
+filtered ranking of the validation split against its own GEMM floor.
 
     python scripts/bench_engine_speed.py                       # WN18RR from ../shared/datasets
-    python scripts/bench_engine_speed.py --data demo --steps 200
-    python scripts/bench_engine_speed.py --synthetic biokg --device cuda --dim 2000 --negatives 512
+    python scripts/bench_engine_speed.py --threads 1 --rounds 7 --compile --eval
+    python scripts/bench_engine_speed.py --data demo --steps 100
+    python scripts/bench_engine_speed.py --synthetic biokg --device cuda --dim 2000 --negatives 512 --compile
 """
 
 from __future__ import annotations
@@ -25,27 +38,40 @@ import torch.nn.functional as F
 
 from kgtuner.data import KnowledgeGraph, load_dataset
 from kgtuner.kge import Trainer, TrainConfig
+from kgtuner.kge.reference_step import ReferenceTrainer
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def anchor_loop(train: np.ndarray, n_ent: int, n_rel: int, dim: int, batch: int, neg: int, steps: int,
-                device: str, lr: float = 1e-3) -> float:
-    """Minimal ComplEx loop with batch-shared negatives and SparseAdam; returns triples/s."""
-    torch.manual_seed(0)
-    ent = torch.nn.Embedding(n_ent, dim, sparse=True).to(device)
-    rel = torch.nn.Embedding(n_rel, dim, sparse=True).to(device)
-    torch.nn.init.uniform_(ent.weight, -0.01, 0.01)
-    torch.nn.init.uniform_(rel.weight, -0.01, 0.01)
-    opt = torch.optim.SparseAdam(list(ent.parameters()) + list(rel.parameters()), lr=lr)
-    data = torch.as_tensor(train, device=device)
-    n = data.shape[0]
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
 
-    def run(k):
-        for i in range(k):
-            b = data[torch.randint(n, (batch,), device=device)]
+
+class AnchorLoop:
+    """Minimal ComplEx loop with batch-shared negatives and SparseAdam (state kept across rounds)."""
+
+    def __init__(self, train: np.ndarray, n_ent: int, n_rel: int, dim: int, batch: int, neg: int, device: str,
+                 lr: float = 1e-3):
+        torch.manual_seed(0)
+        self.ent = torch.nn.Embedding(n_ent, dim, sparse=True).to(device)
+        self.rel = torch.nn.Embedding(n_rel, dim, sparse=True).to(device)
+        torch.nn.init.uniform_(self.ent.weight, -0.01, 0.01)
+        torch.nn.init.uniform_(self.rel.weight, -0.01, 0.01)
+        self.opt = torch.optim.SparseAdam(list(self.ent.parameters()) + list(self.rel.parameters()), lr=lr)
+        self.data = torch.as_tensor(train, device=device)
+        self.n_ent, self.batch, self.neg, self.device = n_ent, batch, neg, device
+
+    def run(self, steps: int) -> tuple[float, float]:
+        """Train ``steps`` steps; returns triples per wall-clock second and per CPU second."""
+        ent, rel, opt, device = self.ent, self.rel, self.opt, self.device
+        n = self.data.shape[0]
+        _sync(device)
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            b = self.data[torch.randint(n, (self.batch,), device=device)]
             h, r, t = ent(b[:, 0]), rel(b[:, 1]), ent(b[:, 2])
-            e_neg = ent(torch.randint(n_ent, (neg,), device=device))
+            e_neg = ent(torch.randint(self.n_ent, (self.neg,), device=device))
             a, bb = h.chunk(2, -1)
             c, d = r.chunk(2, -1)
             x, y = t.chunk(2, -1)
@@ -57,57 +83,77 @@ def anchor_loop(train: np.ndarray, n_ent: int, n_rel: int, dim: int, batch: int,
             opt.zero_grad()
             loss.backward()
             opt.step()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-
-    run(5)
-    t0 = time.perf_counter()
-    run(steps)
-    return steps * batch / (time.perf_counter() - t0)
+        _sync(device)
+        return steps * self.batch / (time.perf_counter() - t0), steps * self.batch / (time.process_time() - c0)
 
 
-def engine_run(kg: KnowledgeGraph, cfg: dict, steps: int, device: str) -> tuple[float, Trainer]:
-    """Trainer throughput (its own train_seconds) for ``steps`` steps after a short warm-up."""
-    bare = KnowledgeGraph(kg.name, kg.entities, kg.relations, kg.train, kg.train[:0], kg.train[:0],
-                          entity_types=kg.entity_types)
-    trainer = Trainer(TrainConfig.from_dict({**cfg, "max_steps": 5, "max_epochs": None}), bare, device=device)
-    trainer.fit()
-    trainer.cfg.max_steps = 5 + steps
-    seen, secs = trainer.examples_seen, trainer.train_seconds
-    trainer.fit()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    return (trainer.examples_seen - seen) / (trainer.train_seconds - secs), trainer
+class EngineRun:
+    """A trainer (``cls``) on the graph's training triples, validation off, continued round by round."""
+
+    def __init__(self, cls, kg: KnowledgeGraph, cfg: dict, device: str):
+        bare = KnowledgeGraph(kg.name, kg.entities, kg.relations, kg.train, kg.train[:0], kg.train[:0],
+                              entity_types=kg.entity_types)
+        t0 = time.perf_counter()
+        self.trainer = cls(TrainConfig.from_dict({**cfg, "max_steps": 5, "max_epochs": None}), bare, device=device)
+        # warm-up (and compilation): past the first epoch's shorter last batch when that comes soon
+        self.trainer.cfg.max_steps = min(self.trainer.steps_per_epoch + 1, 200)
+        self.trainer.fit()
+        _sync(device)
+        self.setup_seconds = time.perf_counter() - t0
+
+    def run(self, steps: int) -> tuple[float, float]:
+        tr = self.trainer
+        tr.cfg.max_steps = tr.step + steps
+        seen = tr.examples_seen
+        _sync(str(tr.device))
+        t0, c0 = time.perf_counter(), time.process_time()
+        tr.fit()
+        _sync(str(tr.device))
+        n = tr.examples_seen - seen
+        return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
 
 
-def adam_probe(trainer: Trainer, steps: int = 30) -> dict:
-    """Time the optimizer step alone (CUDA events) and the bytes it must move: achieved bandwidth."""
-    batch = trainer.examples[:trainer.cfg.batch_size]
-    times, nbytes = [], []
-    for _ in range(steps):
-        for opt in trainer.optimizers:
-            opt.zero_grad(set_to_none=True)
-        loss = trainer.sampler.loss(trainer.model, batch, trainer.loss_fn, trainer.generator)
-        loss.backward()
-        moved = 0
-        for p in trainer.model.parameters():
-            if p.grad is None:
-                continue
-            rows = p.grad.coalesce()._nnz() if p.grad.is_sparse else p.shape[0]
-            row_bytes = p[0].numel() * p.element_size()
-            moved += rows * row_bytes * 7  # read param, grad, m, v; write param, m, v
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for opt in trainer.optimizers:
-            opt.step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-        nbytes.append(moved)
-    t = float(np.median(times[5:]))
-    return {"adam_step_ms": round(t * 1e3, 3), "adam_bytes_per_step": int(np.median(nbytes)),
-            "adam_achieved_GBps": round(np.median(nbytes) / t / 1e9, 1)}
+def gemm_rate(device: str, n: int = 2048) -> float:
+    """fp32 matrix-product rate (FLOP/s) of an n^3 product, best of 3."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    a @ b
+    best = float("inf")
+    for _ in range(3):
+        _sync(device)
+        t = time.perf_counter()
+        a @ b
+        _sync(device)
+        best = min(best, time.perf_counter() - t)
+    return 2 * n ** 3 / best
+
+
+def eval_bench(trainer: Trainer, kg: KnowledgeGraph, rate: float, reps: int = 3) -> dict:
+    """Filtered ranking of the validation split (head and tail queries against all entities) with the
+    trained model: seconds (median of ``reps``) against its GEMM floor (the score products' FLOPs at the
+    measured GEMM rate); the anchor is the same ranking without the reused score buffer."""
+    from kgtuner.data import FilterIndex
+    from kgtuner.kge import evaluation
+
+    filt = FilterIndex.from_graph(kg)
+    model = trainer.model
+    triples = kg.valid
+    times: dict[str, list[float]] = {"eval": [], "eval_without_buffer": []}
+    plain = evaluation._plain_product
+    for _ in range(reps):
+        for name in times:
+            evaluation._plain_product = plain if name == "eval" else (lambda m: False)
+            try:
+                t0 = time.perf_counter()
+                evaluation.evaluate_filtered(model, triples, filt)
+                _sync(str(trainer.device))
+                times[name].append(time.perf_counter() - t0)
+            finally:
+                evaluation._plain_product = plain
+    floor = 2 * (2 * len(triples)) * kg.num_entities * model.dim / rate
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    return {"eval_queries": 2 * len(triples), "eval_seconds": round(med["eval"], 3),
+            "eval_seconds_without_buffer": round(med["eval_without_buffer"], 3),
+            "eval_gemm_floor_seconds": round(floor, 3), "eval_over_floor": round(med["eval"] / floor, 2)}
 
 
 def synthetic_biokg(scale: float = 1.0, seed: int = 0) -> KnowledgeGraph:
@@ -128,45 +174,75 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=200)
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--negatives", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=60, help="steps per way and round")
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--amp", action="store_true")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--compile", action="store_true", help="also time compile: true")
     ap.add_argument("--no-anchor", action="store_true")
+    ap.add_argument("--no-old", action="store_true", help="skip the first engine's step")
+    ap.add_argument("--eval", action="store_true", help="also time filtered ranking of the validation split")
     ap.add_argument("--untyped", action="store_true", help="synthetic graph: plain uniform negatives, like the anchor")
-    ap.add_argument("--peak-bandwidth-gbps", type=float, default=None,
-                    help="card memory bandwidth for the Adam fraction (default: H200 4800, else H100 SXM 3350)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     kg = synthetic_biokg() if args.synthetic else load_dataset(args.data)
     cfg = {"model": args.model, "dim": args.dim, "batch_size": args.batch, "negatives": args.negatives,
            "loss": "BCE_mean", "regularizer": "None", "optimizer": "Adam", "lr": 1e-3, "initializer": "uniform",
-           "amp": args.amp, "type_constrained": args.synthetic is not None and not args.untyped}
-    eng, anc = [], []
-    trainer = None
+           "amp": args.amp, "type_constrained": args.synthetic is not None and not args.untyped,
+           "valid_every": 10 ** 9}
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    for _ in range(args.rounds):
-        if not args.no_anchor:
-            anc.append(anchor_loop(kg.train, kg.num_entities, kg.num_relations, args.dim, args.batch,
-                                   args.negatives, args.steps, args.device))
-        tps, trainer = engine_run(kg, cfg, args.steps, args.device)
-        eng.append(tps)
-        print(f"round {len(eng)}: engine {tps:.0f} triples/s" + (f", anchor {anc[-1]:.0f}" if anc else ""),
+    ways: dict[str, object] = {}
+    setup: dict[str, float] = {}
+    if not args.no_anchor:
+        ways["anchor"] = AnchorLoop(kg.train, kg.num_entities, kg.num_relations, args.dim, args.batch,
+                                    args.negatives, args.device)
+        ways["anchor"].run(5)
+    if not args.no_old:
+        ways["old"] = EngineRun(ReferenceTrainer, kg, cfg, args.device)
+    ways["new"] = EngineRun(Trainer, kg, cfg, args.device)
+    if args.compile:
+        ways["compiled"] = EngineRun(Trainer, kg, {**cfg, "compile": True}, args.device)
+    for name, way in ways.items():
+        if isinstance(way, EngineRun):
+            setup[name] = round(way.setup_seconds, 1)
+    tps: dict[str, list[float]] = {name: [] for name in ways}
+    cpu: dict[str, list[float]] = {name: [] for name in ways}
+    for rnd in range(args.rounds):
+        for name, way in ways.items():
+            wall, per_cpu = way.run(args.steps)
+            tps[name].append(wall)
+            cpu[name].append(per_cpu)
+        print(f"round {rnd + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in tps.items()) + " triples/s",
               file=sys.stderr, flush=True)
+    flops = 3 * 2 * (2 * args.batch) * args.dim * args.negatives  # [2B,d]x[d,m] forward, two backward
+    rate = gemm_rate(args.device)
     out = {"dataset": kg.name, "config": cfg, "device": args.device, "threads": torch.get_num_threads(),
-           "engine_triples_per_s": round(max(eng)), "anchor_triples_per_s": round(max(anc)) if anc else None,
-           "ratio_engine_over_anchor": round(max(eng) / max(anc), 3) if anc else None}
+           "steps_per_round": args.steps, "rounds": args.rounds,
+           "median_triples_per_s": {k: round(float(np.median(v))) for k, v in tps.items()},
+           "gemm_GFLOPs": round(rate / 1e9, 1),
+           "gemm_floor_triples_per_s": round(args.batch / (flops / rate)),
+           "setup_seconds": setup}
+
+    def ratios(table: dict[str, list[float]], base: str) -> dict[str, float]:
+        ref = np.asarray(table[base])
+        return {k: round(float(np.median(np.asarray(v) / ref)), 3) for k, v in table.items() if k != base}
+
+    if "anchor" in tps:
+        out["median_ratio_to_anchor"] = ratios(tps, "anchor")
+        out["ratio_to_anchor_per_round"] = {k: [round(float(x), 3) for x in np.asarray(v) / np.asarray(tps["anchor"])]
+                                            for k, v in tps.items() if k != "anchor"}
+        # per CPU second (all threads): what the work costs, whatever else the machine runs
+        out["median_cpu_time_ratio_to_anchor"] = ratios(cpu, "anchor")
+    if "old" in tps:
+        out["median_ratio_new_over_old"] = ratios(tps, "old")["new"]
+    if args.eval and len(kg.valid):
+        out.update(eval_bench(ways["new"].trainer, kg, rate))
     if args.device.startswith("cuda"):
         out["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
         out["gpu"] = torch.cuda.get_device_name()
-        out["steps_per_s"] = round(max(eng) / args.batch, 1)
-        out.update(adam_probe(trainer))
-        peak = args.peak_bandwidth_gbps or (4800.0 if "H200" in out["gpu"] else 3350.0)
-        out["card_peak_GBps"] = peak
-        out["adam_fraction_of_peak_bandwidth"] = round(out["adam_achieved_GBps"] / peak, 3)
     print(json.dumps(out, indent=1))
 
 

@@ -1,13 +1,22 @@
-"""CUDA path of the engine: throughput, peak memory and the Adam step's memory-bandwidth use.
+"""CUDA path of the engine: throughput, peak memory and the step against its roofline, with anchors.
 
-ComplEx, dim 2000 (1000 complex numbers), batch 1024, 512 batch-shared negatives, BCE_adv, on a
-synthetic graph of ogbl-biokg's shape (93,773 entities, 51 relations, 4.76 M train triples). Prints,
-side by side with anchors measured in the same run (a device-to-device copy for bandwidth, a large
-GEMM for arithmetic): training triples/s in fp32 and with bf16 autocast (``amp``), peak GPU memory,
-the Adam step's time and bytes moved against the copy bandwidth, and the filtered evaluation time.
+Main configuration (issue 16): ComplEx, dim 2000 (1000 complex numbers), batch 1024, 512 batch-shared
+negatives, BCE_adv + DURA, Adam, on a synthetic graph of ogbl-biokg's shape (93,773 entities, 51
+relations, 4.76 M train triples, Zipf-like entity popularity). Measured in one run, side by side:
 
-    python scripts/bench_gpu.py                 # needs a CUDA GPU
-    python scripts/bench_gpu.py --steps 300 --train-triples 4762678
+* anchors: device-to-device copy bandwidth and the fp32 GEMM rate (tf32 off);
+* training triples/s of the first engine's step (``old``, ``ReferenceTrainer``), the row step
+  (``new``), the row step compiled with CUDA graphs (``compile: true``) and with bf16 autocast;
+* each run's peak GPU memory; the row-sparse Adam step alone (CUDA events) against the bytes it must
+  move; the step time against its roofline (GEMM FLOPs at the measured rate plus row traffic at the
+  measured copy bandwidth);
+* filtered evaluation time against its GEMM floor;
+* with ``--models all``: every model of the search space at its paper dimension (stage-2 values:
+  2000, RESCAL 1000, TuckER 500, ConvE 200) with sampled negatives and with 1VsAll and kVsAll.
+
+    python scripts/bench_gpu.py                          # needs a CUDA GPU
+    python scripts/bench_gpu.py --models all --steps 100
+    python scripts/bench_gpu.py --smoke                  # tiny CPU run of every code path of this script
 """
 
 from __future__ import annotations
@@ -20,10 +29,12 @@ import numpy as np
 import torch
 
 from kgtuner.data import FilterIndex, KnowledgeGraph
-from kgtuner.kge import Trainer, TrainConfig
+from kgtuner.kge import MODELS, Trainer, TrainConfig
 from kgtuner.kge.evaluation import evaluate_filtered
+from kgtuner.kge.reference_step import ReferenceTrainer
 
 DEVICE = "cuda"
+PAPER_DIM = {"rescal": 1000, "tucker": 500, "conve": 200}
 
 
 def synthetic_graph(n_ent: int, n_rel: int, n_train: int, n_eval: int, seed: int = 0) -> KnowledgeGraph:
@@ -39,108 +50,122 @@ def synthetic_graph(n_ent: int, n_rel: int, n_train: int, n_eval: int, seed: int
                           triples[n_train:n_train + n_eval], triples[n_train + n_eval:])
 
 
-def copy_bandwidth(device: torch.device, nbytes: int = 2 << 30) -> float:
-    """Device-to-device copy rate in bytes/s, counting bytes read plus bytes written."""
-    a = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
-    b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    reps = 10
-    for _ in range(reps):
-        b.copy_(a)
-    end.record()
-    torch.cuda.synchronize()
-    return 2 * nbytes * reps / (start.elapsed_time(end) / 1e3)
-
-
-def gemm_rate(device: torch.device, n: int = 8192) -> float:
-    """fp32 matrix-multiply rate in FLOP/s (tf32 off)."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-    for _ in range(2):
-        a @ b
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    reps = 5
-    for _ in range(reps):
-        a @ b
-    torch.cuda.synchronize()
-    return 2 * n ** 3 * reps / (time.perf_counter() - t)
-
-
 def _sync() -> None:
-    if torch.cuda.is_available():
+    if DEVICE == "cuda":
         torch.cuda.synchronize()
 
 
-class StepTimer:
-    """Wraps each optimizer's ``step`` with CUDA events; records time and touched embedding rows."""
+class Timer:
+    """Elapsed seconds of a block: CUDA events on the GPU, the wall clock on CPU (smoke runs)."""
 
-    def __init__(self, optimizers):
-        self.ms: list[float] = []
-        self.bytes: list[int] = []
-        for opt in optimizers:
-            self._wrap(opt)
+    def __enter__(self):
+        if DEVICE == "cuda":
+            self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.start.record()
+        else:
+            self.t = time.perf_counter()
+        return self
 
-    def _wrap(self, opt) -> None:
-        inner = opt.step
-
-        def step(*args, **kwargs):
-            moved = 0
-            for group in opt.param_groups:
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    if p.grad.is_sparse:
-                        rows = p.grad.coalesce().indices().shape[1]
-                        width = p.shape[1] if p.dim() > 1 else 1
-                        # read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq
-                        moved += 7 * rows * width * p.element_size()
-                    else:
-                        moved += 7 * p.numel() * p.element_size()
-            _sync()
-            t = time.perf_counter()
-            out = inner(*args, **kwargs)
-            _sync()
-            self.ms.append((time.perf_counter() - t) * 1e3)
-            self.bytes.append(moved)
-            return out
-
-        opt.step = step
+    def __exit__(self, *exc):
+        if DEVICE == "cuda":
+            self.end.record()
+            self.end.synchronize()
+            self.seconds = self.start.elapsed_time(self.end) / 1e3
+        else:
+            self.seconds = time.perf_counter() - self.t
+        return False
 
 
-def run(kg: KnowledgeGraph, amp: bool, steps: int, timed_adam: bool) -> dict:
-    cfg = TrainConfig.from_dict({
-        "model": "complex", "dim": 2000, "batch_size": 1024, "negatives": 512, "loss": "BCE_adv",
-        "regularizer": "DURA", "reg_weight": 1e-3, "optimizer": "Adam", "lr": 1e-3, "max_steps": steps,
-        "max_epochs": None, "valid_every": 10 ** 9, "amp": amp, "device": DEVICE, "seed": 0})
+def copy_bandwidth(nbytes: int) -> float:
+    """Device copy rate in bytes/s, counting bytes read plus bytes written."""
+    a = torch.empty(nbytes // 4, dtype=torch.float32, device=DEVICE).uniform_()
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    reps = 10
+    with Timer() as t:
+        for _ in range(reps):
+            b.copy_(a)
+    return 2 * nbytes * reps / t.seconds
+
+
+def gemm_rate(n: int) -> float:
+    """fp32 matrix-multiply rate in FLOP/s (tf32 off)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a, b = torch.randn(n, n, device=DEVICE), torch.randn(n, n, device=DEVICE)
+    for _ in range(2):
+        a @ b
+    reps = 5
+    with Timer() as t:
+        for _ in range(reps):
+            a @ b
+    return 2 * n ** 3 * reps / t.seconds
+
+
+def train_run(cls, kg: KnowledgeGraph, cfg: dict, steps: int, warmup: int) -> tuple[dict, Trainer]:
+    """Triples/s and peak memory of ``steps`` steps after ``warmup`` (compilation, allocator, cuBLAS)."""
     if DEVICE == "cuda":
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    trainer = Trainer(cfg, kg)
-    timer = StepTimer(trainer.optimizers) if timed_adam else None
-    # warm-up (allocator, cuBLAS handles), then the timed run on the same trainer
-    trainer.cfg.max_steps = 20
-    trainer.kg = KnowledgeGraph(kg.name, kg.entities, kg.relations, kg.train, kg.valid[:0], kg.test[:0])
-    trainer.fit()
-    if timer:
-        timer.ms.clear()
-        timer.bytes.clear()
-    trainer.cfg.max_steps = 20 + steps
-    _sync()
+    bare = KnowledgeGraph(kg.name, kg.entities, kg.relations, kg.train, kg.valid[:0], kg.test[:0])
+    trainer = cls(TrainConfig.from_dict({**cfg, "max_steps": warmup, "max_epochs": None, "valid_every": 10 ** 9,
+                                         "device": DEVICE, "seed": 0}), bare)
     t0 = time.perf_counter()
     trainer.fit()
     _sync()
-    wall = time.perf_counter() - t0
-    out = {"amp": amp, "triples_per_s": steps * cfg.batch_size / wall,
+    setup = time.perf_counter() - t0
+    trainer.cfg.max_steps = warmup + steps
+    with Timer() as t:
+        trainer.fit()
+    out = {"triples_per_s": steps * cfg["batch_size"] / t.seconds, "step_ms": t.seconds / steps * 1e3,
+           "warmup_s": setup,
            "peak_gib": torch.cuda.max_memory_allocated() / 2 ** 30 if DEVICE == "cuda" else float("nan")}
-    if timer:
-        out["adam_ms"] = float(np.median(timer.ms))
-        out["adam_bytes"] = float(np.median(timer.bytes))
-    trainer.kg = kg
     return out, trainer
+
+
+def adam_probe(trainer: Trainer, reps: int = 20) -> dict:
+    """The row-sparse Adam update of one step's entity rows alone: time and the bytes it must move."""
+    batch = trainer._epoch_batches()[:trainer.cfg.batch_size]
+    times, nbytes = [], []
+    for _ in range(reps):
+        for opt in trainer.optimizers:
+            opt.zero_grad(set_to_none=True)
+        _, updates = trainer._row_step(batch)
+        opt, weight, ids, grads, rows = updates[0]  # the entity table
+        # read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq (distinct rows)
+        distinct = int(torch.unique(ids).numel())
+        nbytes.append(7 * distinct * weight.shape[1] * weight.element_size())
+        with Timer() as t:
+            opt.step_rows(weight, ids, grads, rows, distinct=trainer.dedup_rows)
+        times.append(t.seconds)
+    return {"adam_s": float(np.median(times[3:])), "adam_bytes": float(np.median(nbytes)),
+            "touched_rows": nbytes[-1] // (7 * trainer.model.entity.weight.shape[1] * 4)}
+
+
+def roofline(cfg: dict, rows: int, gemm: float, bw: float) -> float:
+    """Seconds a sampled-negative bilinear step needs at best: its 3 products [2B,d]x[d,m] at the GEMM
+    rate plus its row traffic at the copy bandwidth (gather the rows; Adam reads 4 and writes 3 rows)."""
+    B, d, m = cfg["batch_size"], cfg["dim"], cfg["negatives"]
+    flops = 3 * 2 * (2 * B) * d * m
+    nbytes = 4 * d * ((2 * B + m) + 7 * rows)
+    return flops / gemm + nbytes / bw
+
+
+def model_table(kg: KnowledgeGraph, steps: int, smoke: bool) -> list[dict]:
+    """Every model at its paper dimension, sampled (512 shared negatives) and 1VsAll / kVsAll."""
+    rows = []
+    for name in MODELS:
+        dim = 16 if smoke else PAPER_DIM.get(name, 2000)
+        for negatives, loss in ((8 if smoke else 512, "BCE_adv"), ("1VsAll", "CE"), ("kVsAll", "BCE_mean")):
+            cfg = {"model": name, "dim": dim, "batch_size": 64 if smoke else 1024, "negatives": negatives,
+                   "loss": loss, "regularizer": "DURA", "optimizer": "Adam", "lr": 1e-3}
+            try:
+                res, trainer = train_run(Trainer, kg, cfg, steps, warmup=3)
+                rows.append({"model": name, "dim": dim, "negatives": negatives, **res})
+                del trainer
+            except torch.OutOfMemoryError as err:
+                rows.append({"model": name, "dim": dim, "negatives": negatives, "error": f"OOM: {err}"[:120]})
+    return rows
 
 
 def main() -> None:
@@ -150,51 +175,78 @@ def main() -> None:
     ap.add_argument("--relations", type=int, default=51)
     ap.add_argument("--train-triples", type=int, default=4_762_678)
     ap.add_argument("--eval-triples", type=int, default=5_000)
-    ap.add_argument("--smoke", action="store_true", help="tiny CPU run to check the script")
+    ap.add_argument("--models", choices=["main", "all"], default="main")
+    ap.add_argument("--smoke", action="store_true", help="tiny CPU run of every code path of this script")
     args = ap.parse_args()
     global DEVICE
-    if args.smoke:  # CPU smoke test of this script itself (tiny sizes, anchors skipped)
+    if args.smoke:
         DEVICE = "cpu"
+        args.entities, args.relations, args.train_triples, args.eval_triples = 300, 5, 3000, 50
+        args.steps = min(args.steps, 4)
     elif not torch.cuda.is_available():
         raise SystemExit("bench_gpu.py needs a CUDA GPU (use --smoke for a CPU check of the script)")
     print(f"device: {torch.cuda.get_device_name(0) if DEVICE == 'cuda' else 'cpu'}, torch {torch.__version__}",
           flush=True)
-    bw = copy_bandwidth(torch.device(DEVICE)) if DEVICE == "cuda" else 1e10
-    flops = gemm_rate(torch.device(DEVICE)) if DEVICE == "cuda" else 1e11
+    bw = copy_bandwidth(2 << 30 if DEVICE == "cuda" else 1 << 24)
+    flops = gemm_rate(8192 if DEVICE == "cuda" else 256)
     kg = synthetic_graph(args.entities, args.relations, args.train_triples, args.eval_triples)
-    rows = []
+    dim = 16 if args.smoke else 2000
+    cfg = {"model": "complex", "dim": dim, "batch_size": 64 if args.smoke else 1024,
+           "negatives": 8 if args.smoke else 512, "loss": "BCE_adv", "regularizer": "DURA", "reg_weight": 1e-3,
+           "optimizer": "Adam", "lr": 1e-3}
+    warmup = 3 if args.smoke else 30
+    runs = {}
     trainer = None
-    for amp in (False, True):
-        res, tr = run(kg, amp, args.steps, timed_adam=not amp)
-        rows.append(res)
-        if not amp:
+    for label, cls, extra in (("old (first engine)", ReferenceTrainer, {}), ("new (row step)", Trainer, {}),
+                              ("new, compile: true", Trainer, {"compile": True}),
+                              ("new, bf16 autocast", Trainer, {"amp": True})):
+        res, tr = train_run(cls, kg, {**cfg, **extra}, args.steps, warmup)
+        runs[label] = res
+        if label == "new (row step)":
             trainer = tr
+            res.update(adam_probe(tr, reps=5 if args.smoke else 20))
+        else:
+            del tr
     fi = FilterIndex.from_graph(kg)
-    _sync()
-    t = time.perf_counter()
     trainer.model.eval()
-    with torch.no_grad():
+    with Timer() as t:
         metrics = evaluate_filtered(trainer.model, kg.test, fi)
-    _sync()
-    eval_s = time.perf_counter() - t
+    eval_s = t.seconds
     # head + tail queries, each one [B, dim] x [dim, E] real product (2 FLOP per multiply-add)
-    eval_floor = 2 * (2 * len(kg.test)) * kg.num_entities * 2000 / flops
+    eval_floor = 2 * (2 * len(kg.test)) * kg.num_entities * dim / flops
 
-    fp32 = rows[0]
+    new = runs["new (row step)"]
+    roof = roofline(cfg, new["touched_rows"], flops, bw)
     print("\n| quantity | value | anchor | ratio |")
     print("|---|---:|---:|---:|")
     print(f"| copy bandwidth (read+write) | {bw / 1e12:.2f} TB/s | | |")
     print(f"| fp32 GEMM | {flops / 1e12:.1f} TFLOP/s | | |")
-    for r in rows:
-        print(f"| train triples/s ({'bf16 autocast' if r['amp'] else 'fp32'}) | {r['triples_per_s']:,.0f} | "
-              f"{fp32['triples_per_s']:,.0f} (fp32) | {r['triples_per_s'] / fp32['triples_per_s']:.2f} |")
-        print(f"| peak GPU memory ({'amp' if r['amp'] else 'fp32'}) | {r['peak_gib']:.2f} GiB | | |")
-    adam_bw = fp32["adam_bytes"] / (fp32["adam_ms"] / 1e3)
-    print(f"| Adam step (SparseAdam, median) | {fp32['adam_ms']:.3f} ms, {fp32['adam_bytes'] / 1e6:.0f} MB | "
-          f"{fp32['adam_bytes'] / bw * 1e3:.3f} ms at copy bw | {adam_bw / bw:.2%} of copy bw |")
+    base = runs["old (first engine)"]["triples_per_s"]
+    for label, r in runs.items():
+        print(f"| train triples/s, {label} | {r['triples_per_s']:,.0f} | {base:,.0f} (old) | "
+              f"{r['triples_per_s'] / base:.2f} |")
+        print(f"| peak GPU memory, {label} | {r['peak_gib']:.2f} GiB | | |")
+    for label in ("new (row step)", "new, compile: true"):
+        print(f"| step time vs roofline, {label} | {runs[label]['step_ms']:.3f} ms | {roof * 1e3:.3f} ms roofline "
+              f"| {runs[label]['step_ms'] / (roof * 1e3):.1f}x |")
+    adam_bw = new["adam_bytes"] / new["adam_s"]
+    print(f"| row-sparse Adam step (median, {new['touched_rows']} rows) | {new['adam_s'] * 1e3:.3f} ms, "
+          f"{new['adam_bytes'] / 1e6:.0f} MB | {new['adam_bytes'] / bw * 1e3:.3f} ms at copy bw | "
+          f"{adam_bw / bw:.2%} of copy bw |")
     print(f"| filtered eval, {len(kg.test)} test triples x {kg.num_entities} entities | {eval_s:.3f} s | "
           f"{eval_floor:.3f} s GEMM floor | {eval_s / eval_floor:.1f}x floor |")
-    print(json.dumps({"copy_bw": bw, "gemm": flops, "runs": rows, "eval_s": eval_s, "metrics": metrics}))
+    table = model_table(kg, max(3, args.steps // 4), args.smoke) if args.models == "all" else []
+    if table:
+        print("\n| model | dim | negatives | triples/s | step ms | peak GiB |")
+        print("|---|---:|---|---:|---:|---:|")
+        for r in table:
+            if "error" in r:
+                print(f"| {r['model']} | {r['dim']} | {r['negatives']} | {r['error']} | | |")
+            else:
+                print(f"| {r['model']} | {r['dim']} | {r['negatives']} | {r['triples_per_s']:,.0f} | "
+                      f"{r['step_ms']:.2f} | {r['peak_gib']:.2f} |")
+    print(json.dumps({"copy_bw": bw, "gemm": flops, "runs": runs, "roofline_s": roof, "eval_s": eval_s,
+                      "eval_floor_s": eval_floor, "metrics": metrics, "models": table}, default=float))
 
 
 if __name__ == "__main__":

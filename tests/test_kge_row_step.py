@@ -243,3 +243,19 @@ def test_compiled_row_step_matches_the_eager_row_step(demo):
         torch.testing.assert_close(compiled.model.state_dict()[k], v, rtol=1e-4, atol=1e-5)
     assert r_comp.valid["mrr"] == pytest.approx(r_eager.valid["mrr"], abs=1e-3)
     assert r_comp.history[-1]["loss"] == pytest.approx(r_eager.history[-1]["loss"], rel=1e-4)
+
+
+@pytest.mark.parametrize("model_name", ["complex", "conve", "transe"])
+def test_evaluation_score_buffer_gives_the_same_ranks(demo, monkeypatch, model_name):
+    """The reused score buffer (plain ``Q @ E^T`` models) ranks exactly like the model's own scoring."""
+    from kgtuner.kge import MODELS, evaluation
+
+    torch.manual_seed(0)
+    model = MODELS[model_name](demo.num_entities, demo.num_relations, 16).eval()
+    assert evaluation._plain_product(model) == (model_name != "transe")
+    filt = FilterIndex.from_graph(demo)
+    fast = [evaluation.filtered_ranks(model, demo.valid, filt, side, batch_size=37) for side in ("tail", "head")]
+    monkeypatch.setattr(evaluation, "_plain_product", lambda m: False)
+    plain = [evaluation.filtered_ranks(model, demo.valid, filt, side, batch_size=37) for side in ("tail", "head")]
+    for a, b in zip(fast, plain):
+        assert torch.equal(a, b)

@@ -10,7 +10,8 @@ override. The run directory receives
 * ``embeddings.npz`` (not written for a diverged run): ``entity [E, dim]``, ``relation [R|2R, ...]``
   (complex models: real parts first, imaginary second; with ``inverse`` row ``R + i`` is the
   reciprocal of relation ``i``), ``entity_names``, ``relation_names`` (the R dataset relations),
-  plus model extras (``core`` for TuckER, ``structure`` for AutoSF, ``param:*`` for ConvE layers).
+  plus model extras (``core`` for TuckER, ``structure`` for AutoSF, ``param:*`` for ConvE layers,
+  ``gamma`` for TransE/RotatE, whose score is ``gamma - distance``).
 
 The same two files, in the same format (:mod:`kgtuner.kge.model_files`), are what a search leaves in
 its run directory for its answer. Bad input (unknown model, negative lr, odd dim for ComplEx/RotatE,

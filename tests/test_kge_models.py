@@ -30,9 +30,9 @@ E2 = [[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]]
 
 
 def test_transe_l1_hand():
-    m = _set(MODELS["transe"](3, 1, 2), E2, [[0.5, 0.5]])
-    # -|1 + 0.5 - 0.5| - |2 + 0.5 - (-1)| = -1 - 3.5
-    assert _score(m, 0, 0, 1) == pytest.approx(-4.5)
+    m = _set(MODELS["transe"](3, 1, 2, gamma=6.0), E2, [[0.5, 0.5]])
+    # gamma - |1 + 0.5 - 0.5| - |2 + 0.5 - (-1)| = 6 - 1 - 3.5
+    assert _score(m, 0, 0, 1) == pytest.approx(1.5)
 
 
 def test_distmult_hand():
@@ -50,10 +50,26 @@ def test_complex_hand():
 
 def test_rotate_hand():
     theta = 0.7
-    m = _set(MODELS["rotate"](3, 1, 2), E2, [[theta]])
+    m = _set(MODELS["rotate"](3, 1, 2, gamma=2.5), E2, [[theta]])
     h, t = complex(1, 2), complex(0.5, -1)
-    expected = -abs(h * complex(math.cos(theta), math.sin(theta)) - t)
+    expected = 2.5 - abs(h * complex(math.cos(theta), math.sin(theta)) - t)
     assert _score(m, 0, 0, 1) == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", ["transe", "rotate"])
+def test_translational_score_is_gamma_minus_distance_everywhere(name):
+    # every scoring path (pairs, all entities, shared and per-query candidates, head side) is shifted by
+    # gamma, so sigmoid losses see a true triple above 0; the export carries gamma to re-score the model
+    a, b = _model(name), _model(name)
+    a.gamma, b.gamma = 0.0, 7.5
+    h, r, t = torch.tensor([0, 3, 6]), torch.tensor([0, 2, 1]), torch.tensor([5, 3, 1])
+    per_row = torch.tensor([[1, 2], [3, 4], [6, 0]])
+    with torch.no_grad():
+        for score in (lambda m: m.score_spo(h, r, t), lambda m: m.score_sp(h, r), lambda m: m.score_po(r, t),
+                      lambda m: m.score_sp(h, r, per_row), lambda m: m.score_po(r, t, torch.tensor([2, 5]))):
+            torch.testing.assert_close(score(b), score(a) + 7.5)
+            assert (score(a) <= 0).all()
+    assert float(b.export_embeddings()["gamma"]) == 7.5
 
 
 def test_rescal_hand():

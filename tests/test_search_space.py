@@ -132,6 +132,38 @@ def test_stage2_expansion_with_exceptions():
         load_space("full").expand_stage2(base)
 
 
+@pytest.mark.parametrize("name", ["full", "shrunk", "decoupled"])
+def test_translational_models_search_gamma_with_every_loss(name):
+    # TransE/RotatE score gamma - distance whatever the loss (reference code): gamma is always active for
+    # them, over the same [1, 24] range; for the other models it stays MR's margin
+    for model in ("transe", "rotate"):
+        space = load_space(name, model=model, dataset="demo")
+        cfgs = _samples(space, 300)
+        assert all(1.0 <= c["gamma"] <= 24.0 for c in cfgs)
+        assert {c["loss"] for c in cfgs} == {"MR", "BCE_mean", "BCE_sum", "BCE_adv", "CE"}
+        assert "when" not in space.describe()["params"]["gamma"]
+        assert not space.contains({k: v for k, v in cfgs[0].items() if k != "gamma"})
+    complex_ = load_space(name, model="complex")
+    assert complex_.describe()["params"]["gamma"]["when"] == {"loss": ["MR"]}
+    assert all(("gamma" in c) == (c["loss"] == "MR") for c in _samples(complex_, 200))
+    if name == "decoupled":  # the stage-2 space of a translational model keeps gamma
+        stage2 = load_space(name, model="rotate").stage2_space()
+        assert "when" not in stage2.describe()["params"]["gamma"]
+
+
+def test_overrides_apply_in_place_per_model_and_dataset():
+    data = {"params": {"loss": {"type": "choice", "values": ["MR", "CE"]},
+                       "gamma": {"type": "float", "low": 1, "high": 24, "when": {"loss": ["MR"]}},
+                       "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
+            "overrides": [{"models": ["transe"], "params": {"gamma": {"type": "float", "low": 1, "high": 24}}},
+                          {"datasets": ["demo"], "params": {"lr": {"type": "fixed", "value": 0.01}}}]}
+    assert load_space(data, model="TransE").names == ["loss", "gamma", "lr"]   # order kept
+    assert "when" not in load_space(data, model="transe").describe()["params"]["gamma"]
+    assert "when" in load_space(data, model="complex").describe()["params"]["gamma"]
+    assert "when" in load_space(data).describe()["params"]["gamma"]            # no model: no override
+    assert load_space(data, dataset="demo").sample(0)["lr"] == 0.01
+
+
 def _write(tmp_path, params, **extra):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"params": params, **extra}))
@@ -147,6 +179,16 @@ def _write(tmp_path, params, **extra):
     ({"lr": {"type": "float", "low": "abc", "high": 1.0}}, {}, "params.lr", "number"),
     ({"lr": {"type": "float", "low": 0.1, "high": 1.0, "lg": True}}, {}, "params.lr", "unknown field"),
     ({"loss": {"type": "choice", "values": []}}, {}, "params.loss", "non-empty"),
+    ({"lr": {"type": "fixed", "value": 1}}, {"overrides": [{"models": ["transe"], "params": {"gama": {}}}]},
+     "overrides[0].params.gama", "not a parameter"),
+    ({"lr": {"type": "fixed", "value": 1}},
+     {"overrides": [{"models": ["x"], "params": {"lr": {"type": "float", "low": 2, "high": 1}}}]},
+     "overrides[0].params.lr", "inverted"),
+    ({"lr": {"type": "fixed", "value": 1}}, {"overrides": [{"params": {"lr": {"type": "fixed", "value": 2}}}]},
+     "overrides[0]", "'models' and/or 'datasets'"),
+    ({"lr": {"type": "fixed", "value": 1}}, {"overrides": [{"model": ["x"], "params": {"lr": {}}}]},
+     "overrides[0]", "unknown field"),
+    ({"lr": {"type": "fixed", "value": 1}}, {"overrides": {"models": ["x"]}}, "overrides", "list"),
 ])
 def test_malformed_space_files_name_file_and_key(tmp_path, params, extra, key, words):
     path = _write(tmp_path, params, **extra)

@@ -187,7 +187,8 @@ class Trainer:
                                       num_negatives=c.negatives if c.sampled else 0,
                                       entity_types=getattr(kg, "entity_types", None), device=self.device)
         self.model = MODELS[c.model](kg.num_entities, kg.num_relations, c.dim, inverse=c.inverse,
-                                     dropout=c.dropout, sparse=self.sampler.sparse, options=c.model_options)
+                                     dropout=c.dropout, sparse=self.sampler.sparse, options=c.model_options,
+                                     gamma=c.gamma)
         initialize(self.model, c.initializer)
         self.model.to(self.device)
         self.optimizers = make_optimizers(self.model, c.optimizer, c.lr)

@@ -9,6 +9,8 @@ File format (every key documented in ``conf/space/full.yaml``)::
       batch_size: {type: fixed, value: 128}                            # a one-value choice
     exclusions:                # forbidden combinations; optional models/datasets filters
       - {when: {negatives: [1VsAll, kVsAll]}, models: [transe, rotate], reason: ...}
+    overrides:                 # per-model/per-dataset replacements of whole parameter entries
+      - {models: [transe, rotate], params: {gamma: {type: float, low: 1, high: 24}}}   # active for every loss
     stage2:                    # decoupled spaces: stage-2 expansion and its exceptions
       expand: {batch_size: [512, 1024], dim: [1000, 2000]}
       exceptions:
@@ -28,7 +30,7 @@ from kgtuner.paths import CONF_DIR
 from kgtuner.search.params import ChoiceParam, Condition, FloatParam, IntParam, Param
 from kgtuner.search.space import Exclusion, SearchSpace, Stage2Spec
 
-_TOP_KEYS = {"name", "description", "params", "exclusions", "stage2"}
+_TOP_KEYS = {"name", "description", "params", "exclusions", "overrides", "stage2"}
 _PARAM_KEYS = {
     "float": {"type", "low", "high", "log", "step", "when"},
     "int": {"type", "low", "high", "log", "step", "when"},
@@ -36,6 +38,7 @@ _PARAM_KEYS = {
     "fixed": {"type", "value", "when"},
 }
 _EXCLUSION_KEYS = {"when", "models", "datasets", "reason"}
+_OVERRIDE_KEYS = {"models", "datasets", "params", "reason"}
 
 
 def space_dir() -> Path:
@@ -165,6 +168,40 @@ def _applies(entry: Mapping, model: str | None, dataset: str | None) -> bool:
     return True
 
 
+def _apply_overrides(where: str, overrides: Any, params_spec: dict, model: str | None,
+                     dataset: str | None) -> dict:
+    """``params_spec`` with the entries of every override that applies to ``model``/``dataset`` replaced
+    (in place, so the parameter order is kept); every override is validated whether it applies or not."""
+    if overrides is None:
+        return params_spec
+    if not isinstance(overrides, list):
+        raise ConfigError(f"{where}: key 'overrides': expected a list of {{models|datasets: [...], params: {{...}}}}")
+    for i, ov in enumerate(overrides):
+        key = f"overrides[{i}]"
+        if not isinstance(ov, Mapping) or not isinstance(ov.get("params"), Mapping) or not ov["params"]:
+            raise ConfigError(f"{where}: key '{key}': expected {{models|datasets: [...], params: {{name: domain}}}}")
+        bad = set(ov) - _OVERRIDE_KEYS
+        if bad:
+            raise ConfigError(f"{where}: key '{key}': unknown field(s) {sorted(bad)} (allowed: {sorted(_OVERRIDE_KEYS)})")
+        if ov.get("models") is None and ov.get("datasets") is None:
+            raise ConfigError(f"{where}: key '{key}': give 'models' and/or 'datasets' (an override for every "
+                              "model belongs in 'params')")
+        for f in ("models", "datasets"):
+            if ov.get(f) is not None:
+                _list(where, key, f, ov[f])
+        for name, spec in ov["params"].items():
+            if name not in params_spec:
+                raise ConfigError(f"{where}: key '{key}.params.{name}': not a parameter of 'params' "
+                                  f"(known: {sorted(params_spec)})")
+            try:  # validated even where it does not apply
+                _param(where, str(name), spec)
+            except ConfigError as exc:
+                raise ConfigError(str(exc).replace(f"key 'params.{name}", f"key '{key}.params.{name}", 1)) from None
+        if _applies(ov, model, dataset):
+            params_spec.update({str(n): s for n, s in ov["params"].items()})
+    return params_spec
+
+
 def parse_space(data: Any, where: str = "space", model: str | None = None,
                 dataset: str | None = None) -> SearchSpace:
     """Build a ``SearchSpace`` from a parsed space file; ``ConfigError`` names ``where`` and the key."""
@@ -176,6 +213,7 @@ def parse_space(data: Any, where: str = "space", model: str | None = None,
     params_spec = data.get("params")
     if not isinstance(params_spec, Mapping) or not params_spec:
         raise ConfigError(f"{where}: key 'params' must map each hyper-parameter name to its domain")
+    params_spec = _apply_overrides(where, data.get("overrides"), dict(params_spec), model, dataset)
     params = [_param(where, str(n), s) for n, s in params_spec.items()]
     names = {p.name for p in params}
     for p in params:

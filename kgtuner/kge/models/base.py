@@ -39,6 +39,9 @@ class KGEModel(nn.Module):
         queries then become tail queries of the reciprocal relation.
     dropout:
         Dropout rate applied to gathered embedding rows while training.
+    gamma:
+        Margin of the translational family, whose score is ``gamma - distance`` (the ``gamma``
+        hyper-parameter); the bilinear family ignores it.
     sparse:
         Embedding tables produce sparse gradients (used with sampled negatives so that the
         optimizer touches only the rows of a batch).
@@ -55,8 +58,9 @@ class KGEModel(nn.Module):
     BILINEAR = True
 
     def __init__(self, num_entities: int, num_relations: int, dim: int, *, inverse: bool = False,
-                 dropout: float = 0.0, sparse: bool = True, options: dict | None = None):
+                 dropout: float = 0.0, sparse: bool = True, options: dict | None = None, gamma: float = 12.0):
         super().__init__()
+        self.gamma = float(gamma)
         self.options = self.check_options(dim, options or {})
         self.num_entities = int(num_entities)
         self.num_relations = int(num_relations)

@@ -1,7 +1,10 @@
 """Translational-distance models: TransE (L1) and RotatE.
 
-Scores are negative distances ``-||q(h, r) - t||``; scoring many candidates costs
-``O(B * C * dim)`` without a matrix product, chunked over candidates when no gradient is needed.
+Scores are ``gamma - ||q(h, r) - t||`` for every loss, as in the reference code: the margin
+``gamma`` (hyper-parameter) lets a true triple score above 0, so sigmoid-based losses can reach
+probabilities above 1/2 (with ``-distance`` alone every score is <= 0). Ranking and MR are
+unaffected by the shift. Scoring many candidates costs ``O(B * C * dim)`` without a matrix
+product, chunked over candidates when no gradient is needed.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ class _Distance(KGEModel):
     BILINEAR = False
 
     def _dist(self, diff_fn, q, cand):
-        """Apply ``diff_fn(q [B,1,d], cand [B|1, C, d]) -> [B, C]`` chunked over C when gradients are off."""
+        """Apply ``diff_fn(q [B,1,d], cand [B|1, C, d]) -> [B, C]`` (a distance) chunked over C when
+        gradients are off."""
         if cand.dim() == 2:
             cand = cand.unsqueeze(0)
         q3 = q.unsqueeze(1)
@@ -36,9 +40,14 @@ class _Distance(KGEModel):
         """DURA for distance models: ``||c(h, r) - t||_2^2`` (appendix A.3)."""
         return (self.tail_query(h, r) - t).pow(2).sum(-1)
 
+    def export_embeddings(self):
+        out = super().export_embeddings()
+        out["gamma"] = np.asarray(self.gamma, dtype=np.float32)
+        return out
+
 
 class TransE(_Distance):
-    """TransE: ``f = -||h + r - t||_1``."""
+    """TransE: ``f = gamma - ||h + r - t||_1``."""
 
     NAME = "transe"
 
@@ -50,21 +59,22 @@ class TransE(_Distance):
 
     def compare(self, q, cand):
         if cand.dim() == 2:
-            return -torch.cdist(q, cand, p=1.0)
-        return -torch.cdist(q.unsqueeze(1), cand, p=1.0).squeeze(1)
+            return self.gamma - torch.cdist(q, cand, p=1.0)
+        return self.gamma - torch.cdist(q.unsqueeze(1), cand, p=1.0).squeeze(1)
 
     def compare_pairs(self, q, e):
-        return -(q - e).abs().sum(-1)
+        return self.gamma - (q - e).abs().sum(-1)
 
 
 def _complex_l1(q3, cand):
+    """Sum over coordinates of the complex modulus ``|q_k - c_k|``."""
     qr, qi = q3.chunk(2, dim=-1)
     cr, ci = cand.chunk(2, dim=-1)
-    return -torch.sqrt((qr - cr).square() + (qi - ci).square() + 1e-12).sum(-1)
+    return torch.sqrt((qr - cr).square() + (qi - ci).square() + 1e-12).sum(-1)
 
 
 class RotatE(_Distance):
-    """RotatE: ``f = -sum_k |h_k * exp(i theta_k) - t_k|`` (complex modulus per coordinate).
+    """RotatE: ``f = gamma - sum_k |h_k * exp(i theta_k) - t_k|`` (complex modulus per coordinate).
 
     Entity rows hold dim/2 real then dim/2 imaginary parts; relation rows hold dim/2 phases,
     initialised uniform(-pi, pi) whatever the entity initializer. ``export_embeddings`` writes
@@ -97,10 +107,10 @@ class RotatE(_Distance):
         return torch.cat([c * x + d * y, c * y - d * x], dim=-1)
 
     def compare(self, q, cand):
-        return self._dist(_complex_l1, q, cand)
+        return self.gamma - self._dist(_complex_l1, q, cand)
 
     def compare_pairs(self, q, e):
-        return _complex_l1(q, e)
+        return self.gamma - _complex_l1(q, e)
 
     def export_embeddings(self):
         out = super().export_embeddings()

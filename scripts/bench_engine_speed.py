@@ -1,7 +1,8 @@
 """Training throughput of the kgtuner engine against a minimal torch loop, in one process.
 
 Three (four with ``--compile``) ways to train the same configuration, timed over the same number of
-steps in alternating rounds (``--rounds``), each round after a warm-up:
+steps in alternating rounds (``--rounds``, short so that the ways of a round see the same machine
+load; the order rotates from round to round), after a warm-up:
 
 * ``anchor``: the plain 40-line torch loop (ComplEx, batch-shared uniform negatives for heads and
   tails, softplus loss, ``nn.Embedding(sparse=True)`` + ``torch.optim.SparseAdam``);
@@ -19,7 +20,7 @@ in the same process: the throughput if nothing but those products took time. ``-
 filtered ranking of the validation split against its own GEMM floor.
 
     python scripts/bench_engine_speed.py                       # WN18RR from ../shared/datasets
-    python scripts/bench_engine_speed.py --threads 1 --rounds 7 --compile --eval
+    python scripts/bench_engine_speed.py --threads 1 --compile --eval   # on a busy machine: 1 thread
     python scripts/bench_engine_speed.py --data demo --steps 100
     python scripts/bench_engine_speed.py --synthetic biokg --device cuda --dim 2000 --negatives 512 --compile
 """
@@ -174,8 +175,8 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=200)
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--negatives", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=60, help="steps per way and round")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=30, help="steps per way and round")
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--amp", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
@@ -210,9 +211,10 @@ def main() -> None:
             setup[name] = round(way.setup_seconds, 1)
     tps: dict[str, list[float]] = {name: [] for name in ways}
     cpu: dict[str, list[float]] = {name: [] for name in ways}
+    names = list(ways)
     for rnd in range(args.rounds):
-        for name, way in ways.items():
-            wall, per_cpu = way.run(args.steps)
+        for name in names[rnd % len(names):] + names[:rnd % len(names)]:  # rotate who goes first
+            wall, per_cpu = ways[name].run(args.steps)
             tps[name].append(wall)
             cpu[name].append(per_cpu)
         print(f"round {rnd + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in tps.items()) + " triples/s",

@@ -259,3 +259,17 @@ def test_evaluation_score_buffer_gives_the_same_ranks(demo, monkeypatch, model_n
     plain = [evaluation.filtered_ranks(model, demo.valid, filt, side, batch_size=37) for side in ("tail", "head")]
     for a, b in zip(fast, plain):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("conj", [False, True])
+def test_complex_product_has_the_formula_and_its_gradient(conj):
+    from kgtuner.kge.models.bilinear import complex_product
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 8, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(5, 8, dtype=torch.float64, requires_grad=True)
+    a, b = x.chunk(2, -1)
+    c, d = y.chunk(2, -1)
+    expected = torch.cat([a * c + b * d, a * d - b * c] if conj else [a * c - b * d, a * d + b * c], -1)
+    torch.testing.assert_close(complex_product(x, y, conj), expected)
+    assert torch.autograd.gradcheck(lambda u, v: complex_product(u, v, conj), (x, y))

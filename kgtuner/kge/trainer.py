@@ -9,6 +9,15 @@ and finally computes test metrics for the best state. After every validation it 
 
 Statuses: ``"ok"`` (budget exhausted or early-stopped), ``"stopped"`` (callback), ``"diverged"``
 (non-finite or exploding loss, or NaN validation MRR: no metrics are reported).
+
+With sampled negatives a step is the *row step* (``Trainer._row_step``): each embedding table's rows
+of the batch (heads, tails, the shared negatives; relations) are gathered once, the loss and the
+regularizer are computed on them, and the row-sparse optimizers of :mod:`kgtuner.kge.optim` update
+exactly those rows. It computes what the plain autograd step through ``nn.Embedding(sparse=True)``
+with torch's ``SparseAdam`` computes (``kgtuner.kge.reference_step`` keeps that step as the yardstick),
+without a host-device synchronisation inside the step loop on CUDA (no ``torch.unique``; losses are
+read back asynchronously). ``compile: true`` runs the loss and its gradient through ``torch.compile``
+(CUDA graphs on CUDA). 1VsAll/kVsAll train by plain autograd.
 """
 
 from __future__ import annotations
@@ -256,7 +265,8 @@ class Trainer:
             loss.backward()
             row_updates = ()
         for opt in self.optimizers:
-            opt.step()
+            if not row_updates or any(p.grad is not None for g in opt.param_groups for p in g["params"]):
+                opt.step()  # (the row step leaves the tables' .grad unset: often nothing is left to do)
         for opt, weight, ids, grads, rows in row_updates:
             opt.step_rows(weight, ids, grads, rows, distinct=self.dedup_rows)
         return loss.detach()

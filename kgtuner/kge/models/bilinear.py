@@ -19,6 +19,53 @@ def _require_multiple(name: str, dim: int, k: int, why: str) -> None:
                           f"e.g. dim={max(k, dim - dim % k)}")
 
 
+def _complex_product(x: torch.Tensor, y: torch.Tensor, conj_x: bool) -> torch.Tensor:
+    """Element-wise complex product of rows in ``[re | im]`` layout: ``x * y``, or ``conj(x) * y``.
+
+    Written into one output (two multiplies and two fused multiply-adds; no concatenation)."""
+    a, b = x.chunk(2, dim=-1)
+    c, d = y.chunk(2, dim=-1)
+    out = torch.empty(x.shape, dtype=torch.result_type(x, y), device=x.device)
+    re, im = out.chunk(2, dim=-1)
+    sign = 1.0 if conj_x else -1.0
+    torch.mul(a, c, out=re).addcmul_(b, d, value=sign)  # ac - bd  |  ac + bd
+    torch.mul(a, d, out=im).addcmul_(b, c, value=-sign)  # ad + bc  |  ad - bc
+    return out
+
+
+class _ComplexProduct(torch.autograd.Function):
+    """``x * y`` (or ``conj(x) * y``) with its gradient written by hand: one autograd node instead of
+    a dozen (``d(xy)/dx = conj(y) g``, ``d(xy)/dy = conj(x) g``; ``d(conj(x) y)/dx = conj(g) y``,
+    ``d(conj(x) y)/dy = x g``). The same values as the plain formula, in fewer passes."""
+
+    @staticmethod
+    def forward(ctx, x, y, conj_x):
+        ctx.save_for_backward(x, y)
+        ctx.conj_x = conj_x
+        return _complex_product(x, y, conj_x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        need_x, need_y = ctx.needs_input_grad[:2]
+        if ctx.conj_x:
+            return (_complex_product(g, y, True) if need_x else None,
+                    _complex_product(x, g, False) if need_y else None, None)
+        return (_complex_product(y, g, True) if need_x else None,
+                _complex_product(x, g, True) if need_y else None, None)
+
+
+def complex_product(x: torch.Tensor, y: torch.Tensor, conj_x: bool = False) -> torch.Tensor:
+    """``x * y`` or ``conj(x) * y`` for ``[re | im]`` rows (equal shapes: the one-node autograd path)."""
+    if x.shape == y.shape and x.dtype == y.dtype:
+        return _ComplexProduct.apply(x, y, conj_x)
+    a, b = x.chunk(2, dim=-1)
+    c, d = y.chunk(2, dim=-1)
+    if conj_x:
+        return torch.cat([a * c + b * d, a * d - b * c], dim=-1)
+    return torch.cat([a * c - b * d, a * d + b * c], dim=-1)
+
+
 class DistMult(KGEModel):
     """DistMult: ``f = <h, r, t> = sum_i h_i r_i t_i``."""
 
@@ -42,14 +89,10 @@ class ComplEx(KGEModel):
         return super().check_options(dim, options)
 
     def tail_query(self, h, r):
-        a, b = h.chunk(2, dim=-1)
-        c, d = r.chunk(2, dim=-1)
-        return torch.cat([a * c - b * d, a * d + b * c], dim=-1)
+        return complex_product(h, r)  # [ac - bd, ad + bc] for h = a + ib, r = c + id
 
     def head_query(self, r, t):
-        c, d = r.chunk(2, dim=-1)
-        x, y = t.chunk(2, dim=-1)
-        return torch.cat([c * x + d * y, c * y - d * x], dim=-1)
+        return complex_product(r, t, conj_x=True)  # conj(r) t = [cx + dy, cy - dx] for t = x + iy
 
 
 class RESCAL(KGEModel):

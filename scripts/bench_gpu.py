@@ -10,6 +10,7 @@ relations, 4.76 M train triples, Zipf-like entity popularity). Measured in one r
 * each run's peak GPU memory; the row-sparse Adam step alone (CUDA events) against the bytes it must
   move; the step time against its roofline (GEMM FLOPs at the measured rate plus row traffic at the
   measured copy bandwidth);
+* whether a row step synchronises with the host (``torch.cuda.set_sync_debug_mode("error")``);
 * filtered evaluation time against its GEMM floor;
 * with ``--models all``: every model of the search space at its paper dimension (stage-2 values:
   2000, RESCAL 1000, TuckER 500, ConvE 200) with sampled negatives and with 1VsAll and kVsAll.
@@ -142,6 +143,23 @@ def adam_probe(trainer: Trainer, reps: int = 20) -> dict:
             "touched_rows": nbytes[-1] // (7 * trainer.model.entity.weight.shape[1] * 4)}
 
 
+def sync_check(trainer: Trainer, steps: int = 5) -> str:
+    """Run row steps under ``torch.cuda.set_sync_debug_mode("error")``: "none", or the first host sync."""
+    if DEVICE != "cuda":
+        return "n/a (CPU)"
+    batch = trainer._epoch_batches()[:trainer.cfg.batch_size]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(steps):
+            trainer._train_step(batch)
+        return "none"
+    except RuntimeError as err:
+        return f"sync: {err}"[:200]
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
 def roofline(cfg: dict, rows: int, gemm: float, bw: float) -> float:
     """Seconds a sampled-negative bilinear step needs at best: its 3 products [2B,d]x[d,m] at the GEMM
     rate plus its row traffic at the copy bandwidth (gather the rows; Adam reads 4 and writes 3 rows)."""
@@ -205,6 +223,7 @@ def main() -> None:
         if label == "new (row step)":
             trainer = tr
             res.update(adam_probe(tr, reps=5 if args.smoke else 20))
+            res["host_syncs_in_step"] = sync_check(tr)
         else:
             del tr
     fi = FilterIndex.from_graph(kg)
@@ -233,6 +252,7 @@ def main() -> None:
     print(f"| row-sparse Adam step (median, {new['touched_rows']} rows) | {new['adam_s'] * 1e3:.3f} ms, "
           f"{new['adam_bytes'] / 1e6:.0f} MB | {new['adam_bytes'] / bw * 1e3:.3f} ms at copy bw | "
           f"{adam_bw / bw:.2%} of copy bw |")
+    print(f"| host-device syncs inside 5 row steps | {new['host_syncs_in_step']} | | |")
     print(f"| filtered eval, {len(kg.test)} test triples x {kg.num_entities} entities | {eval_s:.3f} s | "
           f"{eval_floor:.3f} s GEMM floor | {eval_s / eval_floor:.1f}x floor |")
     table = model_table(kg, max(3, args.steps // 4), args.smoke) if args.models == "all" else []

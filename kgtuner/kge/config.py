@@ -42,9 +42,9 @@ class TrainConfig:
     training step; meant for CUDA, also honoured on CPU), ``eval_batch_size`` (queries per
     evaluation batch; None = chosen by the evaluator to bound memory), ``type_constrained``
     (typed negatives when the graph has entity types), ``compile`` (``torch.compile`` the sampled-
-    negative step's loss and its gradient: fused kernels on CPU, CUDA graphs on CUDA; it costs a
-    compilation of tens of seconds per run and a second one for an epoch's shorter last batch, and
-    on CPU gained 5-10% per step on WN18RR, so it pays off on long runs only).
+    negative step's loss and its gradient, with CUDA graphs on CUDA; it costs a compilation of tens of
+    seconds per run, and another for an epoch's shorter last batch; meant for CUDA: on CPU the default
+    eager step was faster, see scripts/bench_engine_speed.py --compile).
     """
 
     model: str = "complex"

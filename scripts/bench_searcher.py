@@ -159,6 +159,12 @@ def efficiency_run(args) -> tuple:
             float(np.mean(crowd)) if crowd else float("nan"), n_workers)
 
 
+def _nanmean(values: list[float]) -> float:
+    """Mean of the finite values (NaN when none: nothing was ever pending, e.g. one worker)."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=6)
@@ -216,7 +222,7 @@ def main() -> None:
                     ends[alg] = curves[:, -1]
                     print(f"{alg:>33} " + " ".join(f"{m:>8.4f}" for m in means)
                           + f" {np.median(curves[:, -1]):>10.4f} {np.mean([r[5] for r in rows]):>7.1f}"
-                          + f" {np.nanmean([r[6] for r in rows]):>8.3f} {np.mean([r[4] for r in rows]):>6.1f}")
+                          + f" {_nanmean([r[6] for r in rows]):>8.3f} {np.mean([r[4] for r in rows]):>6.1f}")
                 # rank of each algorithm per seed by the final best value (1 = best; ties share)
                 table = np.array([ends[a] for a in algs])
                 for j in range(table.shape[1]):

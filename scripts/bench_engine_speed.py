@@ -175,6 +175,8 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=200)
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--negatives", type=int, default=128)
+    ap.add_argument("--loss", default="BCE_mean", help="the anchor's loss is BCE_mean (its ratio means most with it)")
+    ap.add_argument("--regularizer", default="None", help="the anchor has none")
     ap.add_argument("--steps", type=int, default=30, help="steps per way and round")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--device", default="cpu")
@@ -190,7 +192,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     kg = synthetic_biokg() if args.synthetic else load_dataset(args.data)
     cfg = {"model": args.model, "dim": args.dim, "batch_size": args.batch, "negatives": args.negatives,
-           "loss": "BCE_mean", "regularizer": "None", "optimizer": "Adam", "lr": 1e-3, "initializer": "uniform",
+           "loss": args.loss, "regularizer": args.regularizer, "optimizer": "Adam", "lr": 1e-3, "initializer": "uniform",
            "amp": args.amp, "type_constrained": args.synthetic is not None and not args.untyped,
            "valid_every": 10 ** 9}
     if args.device.startswith("cuda"):

@@ -77,7 +77,7 @@ def main() -> None:
             vals = [runs[f"{way}/{seed}"]["curve"][i][1] for seed in args.seeds for way in ("old", "new")]
             print(f"| {step} | " + " | ".join(f"{v:.4f}" for v in vals) + " |")
         for key, label in (("best_valid_mrr", "best valid"), ("test_mrr", "test (best valid)"),
-                           ("triples_per_second", "train triples/s")):
+                           ("triples_per_second", "train triples/s (sequential runs)")):
             vals = [runs[f"{way}/{seed}"][key] for seed in args.seeds for way in ("old", "new")]
             fmt = "{:,.0f}" if key == "triples_per_second" else "{:.4f}"
             print(f"| {label} | " + " | ".join(fmt.format(v) for v in vals) + " |")
@@ -93,7 +93,8 @@ def main() -> None:
         print(f"\nbest valid MRR, old vs new at the same seed: max gap {summary['max_old_new_gap_same_seed']:.2g}; "
               f"seed to seed (same way): max gap "
               + (f"{summary['max_seed_to_seed_gap']:.4f}" if across else "n/a (one seed)")
-              + f"; training speed new/old: {summary['new_over_old_train_speed']:.2f}x")
+              + f"; training speed new/old: {summary['new_over_old_train_speed']:.2f}x (runs one after the other, "
+              "not interleaved: scripts/bench_engine_speed.py times them side by side)")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

@@ -52,13 +52,13 @@ class TrainConfig:
     batch_size: int = 1024
     negatives: int | str = 128
     loss: str = "BCE_adv"
-    gamma: float = 12.0
+    gamma: float = 6.0
     adv_weight: float = 1.0
     regularizer: str = "DURA"
     reg_weight: float = 1e-3
     dropout: float = 0.0
     optimizer: str = "Adam"
-    lr: float = 3e-3
+    lr: float = 1e-2
     initializer: str = "xavier_uniform"
     inverse: bool = False
     model_options: dict = field(default_factory=dict)

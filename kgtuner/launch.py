@@ -72,9 +72,39 @@ def leave_job_working_dir(cfg: DictConfig, run_dir: str | os.PathLike) -> Path |
         if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
             OmegaConf.update(cfg, key, str(Path.cwd() / value), force_add=False)
     os.chdir(run_dir)
+    preload_package()
     print(f"[kgtuner] running in {run_dir}, outside the job's working_dir copy {copy} "
-          "(Ray may replace that copy while the job runs)", flush=True)
+          "(Ray may replace that copy while the job runs; every kgtuner module is loaded already)", flush=True)
     return copy
+
+
+def preload_package() -> list[str]:
+    """Import every module of the kgtuner package now (``__main__`` modules excepted); return their names.
+
+    Inside a job with an uploaded ``working_dir`` the package itself is imported from Ray's copy, which
+    another node may delete and unpack again at any moment (:func:`leave_job_working_dir`): a module
+    the driver imported lazily in that window was "not found" (seen: ``kgtuner.tune.progress`` when
+    the Tuner was built). With everything loaded up front the driver never reads the copy again. A
+    module whose optional dependency is missing (e.g. optuna for TPE) is skipped: using it fails later
+    with its own message, as without this preload.
+    """
+    import importlib
+    import pkgutil
+
+    import kgtuner
+
+    loaded = []
+    for info in pkgutil.walk_packages(kgtuner.__path__, prefix="kgtuner."):
+        if info.name.rsplit(".", 1)[-1] == "__main__":
+            continue
+        try:
+            importlib.import_module(info.name)
+        except ImportError as exc:
+            if not getattr(exc, "name", None) or str(exc.name).startswith("kgtuner"):
+                raise
+            continue
+        loaded.append(info.name)
+    return loaded
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")

@@ -86,3 +86,25 @@ def test_nothing_changes_outside_a_job(monkeypatch, tmp_path):
     cfg = OmegaConf.create({"data": {"name": "folder", "path": "rel/kg"}})
     assert leave_job_working_dir(cfg, tmp_path / "run") is None
     assert cfg.data.path == "rel/kg" and Path(os.getcwd()) == tmp_path
+
+
+def test_preload_leaves_nothing_of_the_package_to_read_later():
+    """In a job the driver imports every kgtuner module before Ray starts: Ray may delete and unpack the
+    working_dir copy again at any moment, and a lazy import in that window was "module not found"."""
+    import json
+    import pkgutil
+    import subprocess
+    import sys
+
+    import kgtuner
+
+    code = ("import json, sys, kgtuner.launch as l; names = l.preload_package(); "
+            "print(json.dumps({'names': names, 'loaded': [n for n in names if n in sys.modules], "
+            "'mains': [n for n in sys.modules if n.startswith('kgtuner') and n.endswith('__main__')]}))")
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                                    check=True).stdout)
+    expected = {m.name for m in pkgutil.walk_packages(kgtuner.__path__, prefix="kgtuner.")
+                if not m.name.endswith("__main__")}
+    assert out["names"] == out["loaded"] and "kgtuner.tune.progress" in out["names"]
+    assert len(expected - set(out["names"])) <= 1  # at most the optional-dependency module (TPE without optuna)
+    assert out["mains"] == []  # the CLIs' __main__ modules are not run

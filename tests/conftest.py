@@ -23,3 +23,15 @@ def shared_dataset(name: str) -> Path:
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own processed-dataset cache so tests never see each other's files."""
     monkeypatch.setenv("KGTUNER_CACHE", str(tmp_path_factory.mktemp("kgtuner-cache")))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for a module: tiny models gain nothing from threads, and on a busy 2-core
+    machine threads thrash. Use with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

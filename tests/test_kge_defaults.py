@@ -19,13 +19,7 @@ from kgtuner.paths import CONF_DIR
 from kgtuner.train import load_data, train_config
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Threads gain little on graphs this small, and thrash on a busy 2-core machine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _train(*overrides: str):

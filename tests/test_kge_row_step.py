@@ -19,12 +19,7 @@ from kgtuner.kge.reference_step import ReferenceTrainer
 from kgtuner.kge.trainer import _LossMonitor
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tables(seed=0, n=40, d=6):

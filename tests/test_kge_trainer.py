@@ -13,13 +13,7 @@ from kgtuner.data import FilterIndex, KnowledgeGraph, load_dataset
 from kgtuner.kge import LOSSES, MODELS, Trainer, TrainConfig
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from threads, and on a busy 2-core machine threads thrash."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -14,15 +14,6 @@ from kgtuner.search.space import SearchSpace
 EVOLVE_SHARES = (0.2, 0.4, 0.4)
 
 
-def generate(space: SearchSpace, rng: np.random.Generator, n: int, parents: np.ndarray | None = None,
-             local_fraction: float = 0.5, scale: float = 0.1) -> np.ndarray:
-    """``n`` candidates: random samples plus (``local_fraction`` of them) one/two-parameter
-    mutations of ``parents`` (the best configurations so far)."""
-    n_local = int(round(n * local_fraction)) if parents is not None and len(parents) else 0
-    local = space.mutate_array(rng, parents, n_local, scale) if n_local else np.empty((0, len(space)))
-    return np.vstack([space.sample_array(rng, n - len(local)), local])
-
-
 def evolve(space: SearchSpace, rng: np.random.Generator, parents: np.ndarray, n: int,
            scale: float = 0.1, shares: tuple[float, float, float] = EVOLVE_SHARES) -> np.ndarray:
     """About ``n`` offspring of ``parents``: fresh samples, mutations and crossovers in ``shares``."""

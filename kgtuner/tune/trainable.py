@@ -233,7 +233,8 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
         restored = tune.get_checkpoint()
         if restored is not None:
             with restored.as_directory() as d:
-                state = torch.load(os.path.join(d, STATE_FILE), map_location="cpu", weights_only=False)
+                # tensors, numbers and plain containers only: a checkpoint in a run directory never runs code
+                state = torch.load(os.path.join(d, STATE_FILE), map_location="cpu", weights_only=True)
             trainer.load_state_dict(state["trainer"])
             best.update(state["best"])
         if deadline_key is not None:

@@ -28,7 +28,7 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     (["launch", "budget.secs=1"], "Could not override 'budget.secs': Key 'secs' is not in struct"),
     (["launch", "search=nope"], "Could not find 'search/nope'; available options in 'search':"),
     (["launch", "budget.seconds=-3"], "budget.seconds must be a positive number of seconds"),
-    (["train", "train.lr=-0.5"], "lr must be > 0"),
+    (["train", "train.lr=-0.5"], "lr must be a number > 0"),
     (["train", "model=nope"], "Could not find 'model/nope'"),
     (["data", "stats", "no/such/folder"], "no/such/folder"),
     (["data", "subgraph", "demo", "--ratio", "lots"], "argument --ratio: invalid float value: 'lots'"),

@@ -25,7 +25,7 @@ def test_coercions():
 
 @pytest.mark.parametrize("bad,match", [
     ({"model": "nope"}, "unknown model 'nope'"),
-    ({"lr": -0.1}, "lr must be > 0"),
+    ({"lr": -0.1}, "lr must be a number > 0"),
     ({"lr": "abc"}, "lr must be a number"),
     ({"dim": 201}, "dim=201 is invalid for model 'complex'"),
     ({"model": "rotate", "dim": 33}, "multiple of 2"),
@@ -35,9 +35,9 @@ def test_coercions():
     ({"loss": "hinge"}, "loss='hinge' is not valid"),
     ({"negatives": 0}, "negatives must be a positive integer"),
     ({"negatives": "many"}, "negatives must be a positive integer"),
-    ({"dropout": 1.0}, "dropout must be < 1"),
-    ({"reg_weight": -1}, "reg_weight must be >= 0"),
-    ({"batch_size": 0}, "batch_size must be >= 1"),
+    ({"dropout": 1.0}, "dropout must be a number >= 0 and < 1"),
+    ({"reg_weight": -1}, "reg_weight must be a number >= 0"),
+    ({"batch_size": 0}, "batch_size must be a whole number >= 1"),
     ({"optimizer": "RMSprop"}, "optimizer='RMSprop'"),
     ({"initializer": "zeros"}, "initializer='zeros'"),
     ({"max_epochs": None, "max_steps": None}, "training budget"),

@@ -58,7 +58,7 @@ def test_folder_dataset_from_env_and_override(tmp_path):
 
 @pytest.mark.parametrize("override,message", [
     ("model=nope", "Could not find 'model/nope'"),
-    ("train.lr=-0.5", "error: lr must be > 0"),
+    ("train.lr=-0.5", "error: lr must be a number > 0"),
     ("train.dim=201", "error: dim=201 is invalid for model 'complex'"),
 ])
 def test_bad_overrides_exit_2_without_traceback(tmp_path, override, message):

@@ -10,7 +10,6 @@ everything and raises ``ConfigError`` naming the key, the value and the fix.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ from kgtuner.kge.losses import LOSSES
 from kgtuner.kge.models import MODELS
 from kgtuner.kge.optim import INITIALIZERS, OPTIMIZERS
 from kgtuner.kge.regularizers import REGULARIZERS
+from kgtuner.validation import boolean, number
 
 DENSE_NEGATIVES = ("1VsAll", "kVsAll")
 
@@ -100,37 +100,38 @@ class TrainConfig:
         self.model = str(self.model).lower()
         if self.model not in MODELS:
             raise ConfigError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
-        self.dim = _int("dim", self.dim, minimum=1)
-        self.batch_size = _int("batch_size", self.batch_size, minimum=1)
+        self.dim = number("dim", self.dim, integer=True, minimum=1)
+        self.batch_size = number("batch_size", self.batch_size, integer=True, minimum=1)
         self.negatives = _negatives(self.negatives)
         _choice("loss", self.loss, LOSSES)
         self.regularizer = "None" if self.regularizer is None else str(self.regularizer)
         _choice("regularizer", self.regularizer, REGULARIZERS)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("initializer", self.initializer, INITIALIZERS)
-        self.gamma = _float("gamma", self.gamma, low=0.0, low_open=True)
-        self.adv_weight = _float("adv_weight", self.adv_weight, low=0.0, low_open=True)
-        self.reg_weight = _float("reg_weight", self.reg_weight, low=0.0)
-        self.dropout = _float("dropout", self.dropout, low=0.0, high=1.0)
-        self.lr = _float("lr", self.lr, low=0.0, low_open=True)
-        self.lr_factor = _float("lr_factor", self.lr_factor, low=0.0, high=1.0, low_open=True)
-        self.inverse = _bool("inverse", self.inverse)
-        self.amp = _bool("amp", self.amp)
-        self.type_constrained = _bool("type_constrained", self.type_constrained)
-        self.compile = _bool("compile", self.compile)
+        self.gamma = number("gamma", self.gamma, minimum=0.0, low_open=True)
+        self.adv_weight = number("adv_weight", self.adv_weight, minimum=0.0, low_open=True)
+        self.reg_weight = number("reg_weight", self.reg_weight, minimum=0.0)
+        self.dropout = number("dropout", self.dropout, minimum=0.0, maximum=1.0, high_open=True)
+        self.lr = number("lr", self.lr, minimum=0.0, low_open=True)
+        self.lr_factor = number("lr_factor", self.lr_factor, minimum=0.0, low_open=True, maximum=1.0,
+                                high_open=True)
+        self.inverse = boolean("inverse", self.inverse)
+        self.amp = boolean("amp", self.amp)
+        self.type_constrained = boolean("type_constrained", self.type_constrained)
+        self.compile = boolean("compile", self.compile)
         if self.loss == "MR" and self.negatives in DENSE_NEGATIVES:
             raise ConfigError(f"loss 'MR' needs sampled negatives, not negatives={self.negatives!r}: "
                               "use an integer number of negatives or another loss")
-        self.max_epochs = None if self.max_epochs is None else _int("max_epochs", self.max_epochs, minimum=1)
-        self.max_steps = None if self.max_steps is None else _int("max_steps", self.max_steps, minimum=1)
+        self.max_epochs = number("max_epochs", self.max_epochs, integer=True, minimum=1, allow_none=True)
+        self.max_steps = number("max_steps", self.max_steps, integer=True, minimum=1, allow_none=True)
         if self.max_epochs is None and self.max_steps is None:
             raise ConfigError("set a training budget: max_epochs or max_steps (both are null)")
-        self.valid_every = _int("valid_every", self.valid_every, minimum=1)
-        self.patience = _int("patience", self.patience, minimum=1)
-        self.lr_patience = _int("lr_patience", self.lr_patience, minimum=0)
-        self.seed = _int("seed", self.seed, minimum=0)
-        if self.eval_batch_size is not None:
-            self.eval_batch_size = _int("eval_batch_size", self.eval_batch_size, minimum=1)
+        self.valid_every = number("valid_every", self.valid_every, integer=True, minimum=1)
+        self.patience = number("patience", self.patience, integer=True, minimum=1)
+        self.lr_patience = number("lr_patience", self.lr_patience, integer=True, minimum=0)
+        self.seed = number("seed", self.seed, integer=True, minimum=0)
+        self.eval_batch_size = number("eval_batch_size", self.eval_batch_size, integer=True, minimum=1,
+                                      allow_none=True)
         if str(self.device) not in ("auto", "cpu") and not str(self.device).startswith("cuda"):
             raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
         if not isinstance(self.model_options, dict):
@@ -162,45 +163,6 @@ def _choice(key, value, options):
         raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(map(str, options))}")
 
 
-def _int(key, value, minimum=None):
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ConfigError(f"{key} must be an integer, got {value!r}")
-    try:
-        f = float(value)
-    except ValueError:
-        raise ConfigError(f"{key} must be an integer, got {value!r}") from None
-    if not math.isfinite(f) or f != int(f):
-        raise ConfigError(f"{key} must be an integer, got {value!r}")
-    if minimum is not None and f < minimum:
-        raise ConfigError(f"{key} must be >= {minimum}, got {value!r}")
-    return int(f)
-
-
-def _float(key, value, low=None, high=None, low_open=False):
-    if isinstance(value, bool):
-        raise ConfigError(f"{key} must be a number, got {value!r}")
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key} must be a number, got {value!r}") from None
-    if not math.isfinite(f):
-        raise ConfigError(f"{key} must be finite, got {value!r}")
-    if low is not None and (f < low or (low_open and f == low)):
-        rel = ">" if low_open else ">="
-        raise ConfigError(f"{key} must be {rel} {low}, got {value!r}")
-    if high is not None and f >= high:
-        raise ConfigError(f"{key} must be < {high}, got {value!r}")
-    return f
-
-
-def _bool(key, value):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise ConfigError(f"{key} must be true or false, got {value!r}")
-
-
 def _negatives(value):
     if isinstance(value, str) and value in DENSE_NEGATIVES:
         return value
@@ -209,6 +171,6 @@ def _negatives(value):
         if value.lower() in low:
             return low[value.lower()]
     try:
-        return _int("negatives", value, minimum=1)
+        return number("negatives", value, integer=True, minimum=1)
     except ConfigError:
         raise ConfigError(f"negatives must be a positive integer, '1VsAll' or 'kVsAll', got {value!r}") from None

@@ -19,7 +19,6 @@ File format (every key documented in ``conf/space/full.yaml``)::
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -28,6 +27,7 @@ import yaml
 from kgtuner.errors import ConfigError
 from kgtuner.paths import CONF_DIR
 from kgtuner.search.params import ChoiceParam, Condition, FloatParam, IntParam, Param
+from kgtuner.validation import boolean, number
 from kgtuner.search.space import Exclusion, SearchSpace, Stage2Spec
 
 _TOP_KEYS = {"name", "description", "params", "exclusions", "overrides", "stage2"}
@@ -94,19 +94,6 @@ def _resolve(name_or_path: str | Path) -> Path:
     return path
 
 
-def _number(where: str, key: str, field: str, value: Any) -> float:
-    """YAML reads ``1e-12`` as a string: accept numeric strings, refuse anything else."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{where}: key '{key}': '{field}' must be a number, got {value!r}")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: key '{key}': '{field}' must be a number, got {value!r}") from None
-    if not math.isfinite(v):
-        raise ConfigError(f"{where}: key '{key}': '{field}' must be finite, got {value!r}")
-    return v
-
-
 def _list(where: str, key: str, field: str, value: Any) -> list:
     if not isinstance(value, (list, tuple)) or not value:
         raise ConfigError(f"{where}: key '{key}': '{field}' must be a non-empty list, got {value!r}")
@@ -138,10 +125,9 @@ def _param(where: str, name: str, spec: Any) -> Param:
     for f in ("low", "high"):
         if f not in spec:
             raise ConfigError(f"{where}: key '{key}': type '{kind}' needs '{f}'")
-    low, high = _number(where, key, "low", spec["low"]), _number(where, key, "high", spec["high"])
-    log = spec.get("log", False)
-    if not isinstance(log, bool):
-        raise ConfigError(f"{where}: key '{key}': 'log' must be true or false, got {log!r}")
+    low = number(f"{where}: key '{key}': 'low'", spec["low"])  # YAML reads 1e-12 as a string: number() parses it
+    high = number(f"{where}: key '{key}': 'high'", spec["high"])
+    log = boolean(f"{where}: key '{key}': 'log'", spec.get("log", False))
     if low > high:
         raise ConfigError(f"{where}: key '{key}': inverted range: low {spec['low']} > high {spec['high']}; swap them")
     if log and low <= 0:
@@ -149,9 +135,7 @@ def _param(where: str, name: str, spec: Any) -> Param:
                           "(use a small positive bound such as 1.0e-12, or log: false)")
     step = spec.get("step")
     if step is not None:
-        step = _number(where, key, "step", step)
-        if step <= 0:
-            raise ConfigError(f"{where}: key '{key}': 'step' must be positive, got {spec['step']!r}")
+        step = number(f"{where}: key '{key}': 'step'", step, minimum=0, low_open=True)
     if kind == "int":
         if not (float(low).is_integer() and float(high).is_integer()):
             raise ConfigError(f"{where}: key '{key}': int bounds must be integers, got {spec['low']}, {spec['high']}")

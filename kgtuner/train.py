@@ -35,16 +35,12 @@ from kgtuner.paths import CONF_DIR
 
 
 def load_data(data: DictConfig | dict):
-    """Load the graph described by a ``conf/data`` node (``name`` and, for folders, ``path``)."""
-    from kgtuner.data import load_dataset
+    """Load the graph of a ``conf/data`` node: :func:`kgtuner.data.from_config.load_graph`, the launcher's
+    loader (``data.path`` with ``~``/``$VAR`` expanded and checked to be a folder)."""
+    from kgtuner.data.from_config import load_graph
 
     d = OmegaConf.to_container(data, resolve=True) if isinstance(data, DictConfig) else dict(data)
-    name = d.get("name")
-    spec = d.get("path") if name == "folder" else name
-    if not spec or spec == "???":
-        raise ConfigError("data.path is not set: give `data=folder data.path=DIR` or set KGTUNER_DATA_PATH")
-    kwargs = {k: d[k] for k in ("unseen", "ogb_root") if d.get(k) is not None}
-    return load_dataset(spec, **kwargs)
+    return load_graph(d)
 
 
 def train_config(cfg: DictConfig):

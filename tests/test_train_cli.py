@@ -71,3 +71,23 @@ def test_bad_overrides_exit_2_without_traceback(tmp_path, override, message):
 def test_folder_without_path_is_a_clear_error(tmp_path):
     proc = _run(["data=folder"], tmp_path, env={"KGTUNER_DATA_PATH": ""})
     assert proc.returncode == 2 and "data.path" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_folder_path_that_is_not_a_folder_is_one_error_line(tmp_path):
+    # kgtuner.train reads data.path as the launcher does (kgtuner.data.from_config): ~ expanded, folder checked
+    proc = _run(["data=folder", "data.path='~/nonexistent'"], tmp_path, env={"HOME": str(tmp_path)})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kgtuner: error: "), proc.stderr
+    assert f"data.path={str(tmp_path / 'nonexistent')!r} is not a folder" in lines[0]
+
+
+@pytest.mark.slow
+def test_folder_path_expands_environment_variables(tmp_path):
+    from kgtuner.data import write_folder
+
+    write_folder(load_dataset("demo"), tmp_path / "mini")
+    proc = _run([*BASE, "train.max_steps=2", "train.valid_every=2", "data=folder",
+                 "data.path='$KGT_TEST_DATA/mini'"], tmp_path, env={"KGT_TEST_DATA": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "run" / "metrics.json").exists()

@@ -67,6 +67,23 @@ TRIAL_CONTROLS = ["trial=demo", "trial.stage1.max_steps=200", "trial.stage1.vali
 #: One trial at a time on one CPU core per cell (the same parallelism for every algorithm).
 CLUSTER = ["cluster.num_cpus=1", "cluster.num_gpus=0", "cluster.include_dashboard=false"]
 
+#: The large suite (issue 17): graphs of the size users bring, 2 trials in flight per search on 2 cores
+#: (one search at a time: --jobs 1). Full-graph trials of ComplEx in the full space take about 15-100 s on
+#: one core at these controls (dim 200, batch 256: codex-m 14 s with 128 negatives, 49 s with kVsAll;
+#: WN18RR 18 s / 103 s), so WN18RR trials stop after 200 steps and codex-m's after 300. Budgets buy
+#: about 15 full-graph trials per search (2 x budget / mean trial time).
+LARGE_CLUSTER = ["cluster.num_cpus=2", "cluster.num_gpus=0", "cluster.include_dashboard=false"]
+LARGE_BUDGETS = {"codex-m": 210.0, "wn18rr": 240.0, "codex-s": 90.0}
+LARGE_STAGE2_STEPS = {"codex-m": 300, "wn18rr": 200, "codex-s": 300}
+
+
+def large_trial_controls(dataset: str) -> list[str]:
+    """Trial controls of the large suite: stage 1 as in the main suite, full-graph trials per dataset."""
+    return ["trial=demo", "trial.stage1.max_steps=200", "trial.stage1.valid_every=50", "trial.stage1.patience=2",
+            f"trial.stage2.max_steps={LARGE_STAGE2_STEPS.get(dataset, 300)}", "trial.stage2.valid_every=100",
+            "trial.stage2.patience=2", "trial.checkpoint_every_s=null"]
+
+
 #: Algorithms (and ablation variants) by name: Hydra overrides on top of the common ones.
 ALGORITHMS: dict[str, list[str]] = {
     "kgtuner": ["search=kgtuner", "space=decoupled", *DECOUPLED_SIZES],  # the paper's algorithm
@@ -96,6 +113,10 @@ SUITES: dict[str, dict] = {
     # KGTuner and one-stage RF+BORE of these cells come from the main suite (scripts/benchmarks_page.py)
     "ablation": dict(datasets=["kinships"], models=["complex"], seeds=[0, 1, 2],
                      algorithms=["rf_bore-shrunk", "rf_bore-decoupled", "kgtuner-split25", "kgtuner-split75"]),
+    # issue 17: the largest graphs these machines can search, 2 trials in flight (codex-s: the bridge to "main")
+    "large": dict(datasets=["codex-m", "wn18rr"], models=["complex"], seeds=[0, 1, 2],
+                  algorithms=["kgtuner", "kgtuner+asha", "rf_bore", "random", "grash"], jobs=1,
+                  budgets=LARGE_BUDGETS, cluster=LARGE_CLUSTER, trial=large_trial_controls),
 }
 #: The reference for "time to reach": random search's final validation MRR in the same dataset/model/seed.
 REFERENCE = "random"
@@ -106,15 +127,19 @@ def cell_name(dataset: str, model: str, algorithm: str, seed: int) -> str:
     return f"{dataset}__{model}__{algorithm}__s{seed}"
 
 
-def cell_overrides(dataset: str, model: str, algorithm: str, seed: int, budget_s: float, data_root: Path) -> list[str]:
+def cell_overrides(dataset: str, model: str, algorithm: str, seed: int, budget_s: float, data_root: Path,
+                   suite: dict | None = None) -> list[str]:
     """Every Hydra override of one cell (the launcher's command line for it)."""
+    suite = suite or {}
+    trial = suite["trial"](dataset) if "trial" in suite else TRIAL_CONTROLS
+    cluster = suite.get("cluster", CLUSTER)
     if algorithm not in ALGORITHMS:
         raise SystemExit(f"unknown algorithm {algorithm!r}; choose from {sorted(ALGORITHMS)}")
     path = data_root / dataset
     if not path.is_dir():
         raise SystemExit(f"dataset folder {path} not found (give --data-root, the folder holding {dataset}/)")
     return ["data=folder", f"data.path={path}", f"model={model}", *ALGORITHMS[algorithm], f"seed={seed}",
-            f"budget.seconds={budget_s:g}", "budget.trials=null", *TRIAL_CONTROLS, *CLUSTER,
+            f"budget.seconds={budget_s:g}", "budget.trials=null", *trial, *cluster,
             f"name={cell_name(dataset, model, algorithm, seed)}"]
 
 
@@ -146,12 +171,13 @@ def run_cell(cell: dict) -> dict:
     return record
 
 
-def plan_cells(datasets, models, algorithms, seeds, out: Path, data_root: Path, budget_scale: float) -> list[dict]:
+def plan_cells(datasets, models, algorithms, seeds, out: Path, data_root: Path, budget_scale: float,
+               suite: dict | None = None) -> list[dict]:
     """The cells still to run, interleaved so each (dataset, model, seed) block runs its algorithms together."""
     cells = []
     for seed in seeds:
         for dataset in datasets:
-            budget_s = BUDGETS.get(dataset, 60.0) * budget_scale
+            budget_s = (suite or {}).get("budgets", BUDGETS).get(dataset, BUDGETS.get(dataset, 60.0)) * budget_scale
             for model in models:
                 for algorithm in algorithms:
                     run_dir = out / "cells" / cell_name(dataset, model, algorithm, seed)
@@ -160,7 +186,7 @@ def plan_cells(datasets, models, algorithms, seeds, out: Path, data_root: Path, 
                         continue  # finished (a cell that ended with an error runs again)
                     cells.append(dict(dataset=dataset, model=model, algorithm=algorithm, seed=seed,
                                       budget_s=budget_s, run_dir=str(run_dir),
-                                      overrides=cell_overrides(dataset, model, algorithm, seed, budget_s, data_root)))
+                                      overrides=cell_overrides(dataset, model, algorithm, seed, budget_s, data_root, suite)))
     return cells
 
 
@@ -394,7 +420,8 @@ def main(argv=None) -> int:
     ap.add_argument("--algorithms", nargs="+", help=f"override the suite's algorithms ({', '.join(ALGORITHMS)})")
     ap.add_argument("--seeds", nargs="+", type=int, help="override the suite's seeds")
     ap.add_argument("--budget-scale", type=float, default=1.0, help="multiply every dataset's budget")
-    ap.add_argument("--jobs", type=int, default=2, help="cells run side by side (each on one CPU core)")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="cells run side by side (default: the suite's; main: 2, each on one CPU core; large: 1)")
     ap.add_argument("--data-root", default=str(DEFAULT_DATA_ROOT))
     ap.add_argument("--out", default="outputs/bench_search")
     ap.add_argument("--report-only", action="store_true", help="only (re)write the report from finished cells")
@@ -407,8 +434,8 @@ def main(argv=None) -> int:
         cells = plan_cells(args.datasets or suite["datasets"], args.models or suite["models"],
                            args.algorithms or suite["algorithms"],
                            args.seeds if args.seeds is not None else suite["seeds"],
-                           out, Path(args.data_root), args.budget_scale)
-        run_cells(cells, max(1, args.jobs))
+                           out, Path(args.data_root), args.budget_scale, suite)
+        run_cells(cells, max(1, args.jobs or suite.get("jobs", 2)))
     write_report(out)
     return 0
 

@@ -1,4 +1,4 @@
-"""Each OGB AutoSF preset carries the structure AutoSF's authors found for its dataset.
+"""Each OGB preset with model=autosf carries the structure AutoSF's authors found for its dataset.
 
 The expected scores are written the way the AutoSF-OGB code writes them (query blocks ``hr_k``
 compared with tail block ``t_k``), independently of kgtuner's ``[head, relation, tail, sign]`` list.
@@ -23,12 +23,13 @@ def _wikikg2(h, r):
     return [h[0] * r[0], h[1] * r[1] - h[3] * r[1], h[2] * r[0] + h[3] * r[3], h[1] * r[2] + h[2] * r[2]]
 
 
-def _settings(preset):
+def _settings(preset, *more):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return ExperimentSettings.from_config(compose(config_name="config", overrides=[f"+experiment={preset}"]))
+        return ExperimentSettings.from_config(compose(config_name="config",
+                                                      overrides=[f"+experiment={preset}", "model=autosf", *more]))
 
 
-@pytest.mark.parametrize("preset, reference", [("biokg_autosf", _biokg), ("wikikg2_autosf", _wikikg2)])
+@pytest.mark.parametrize("preset, reference", [("biokg", _biokg), ("wikikg2", _wikikg2)])
 def test_ogb_preset_scores_with_its_datasets_structure(preset, reference):
     options = _settings(preset).model.get("options")
     cfg = TrainConfig.from_dict({"model": "autosf", "dim": 8, "model_options": dict(options)})
@@ -46,6 +47,15 @@ def test_ogb_preset_scores_with_its_datasets_structure(preset, reference):
 
 
 def test_the_two_ogb_structures_differ():
-    bio = _settings("biokg_autosf").model["options"]["structure"]
-    wiki = _settings("wikikg2_autosf").model["options"]["structure"]
+    bio = _settings("biokg").model["options"]["structure"]
+    wiki = _settings("wikikg2").model["options"]["structure"]
     assert sorted(map(tuple, bio)) != sorted(map(tuple, wiki))
+
+
+def test_the_preset_structure_is_only_for_autosf_and_overridable():
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        other = compose(config_name="config", overrides=["+experiment=wikikg2", "model=rotate"])
+        default = compose(config_name="config", overrides=["model=autosf"])
+    assert "structure" not in other.model.get("options", {})
+    assert default.model.options.structure == _settings("biokg").model["options"]["structure"]
+    assert _settings("wikikg2", "model.options.structure=[[0,0,0,1]]").model["options"]["structure"] == [[0, 0, 0, 1]]

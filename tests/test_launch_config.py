@@ -29,20 +29,46 @@ def test_default_config_is_the_cpu_demo():
     assert s.cluster.get("address") is None and s.final_seeds == 0 and s.resume is False
 
 
-@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")))
-def test_every_experiment_preset_composes_and_validates(preset, monkeypatch):
+PAPER_MODELS = {  # the models of the paper's tables per dataset preset (conf/experiment/<dataset>.yaml)
+    "biokg": ("transe", "rotate", "distmult", "complex", "autosf"),
+    "wikikg2": ("transe", "rotate", "distmult", "complex", "autosf"),
+    "wn18rr": ("transe", "rotate", "rescal", "distmult", "complex", "tucker", "conve"),
+    "fb15k237": ("transe", "rotate", "rescal", "distmult", "complex", "tucker", "conve"),
+}
+SHORTCUTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*_*.yaml"))  # biokg_complex = biokg + complex
+
+
+def test_one_preset_per_dataset():
+    assert sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml") if "_" not in p.stem) == \
+        sorted(PAPER_MODELS)
+    assert {"biokg_complex", "wn18rr_complex"} <= set(SHORTCUTS)  # the README's commands
+
+
+@pytest.mark.parametrize("overrides", [
+    *[(f"+experiment={dataset}", f"model={model}") for dataset, models in PAPER_MODELS.items() for model in models],
+    *[(f"+experiment={shortcut}",) for shortcut in SHORTCUTS],
+], ids=lambda o: " ".join(o))
+def test_every_experiment_preset_composes_and_validates(overrides, monkeypatch):
     monkeypatch.setenv("KGTUNER_DATA_ROOT", "/data")
-    s = ExperimentSettings.from_config(_compose(f"+experiment={preset}"))
-    dataset = preset.split("_")[0]
-    assert s.model_name == preset.split("_", 1)[1]
+    s = ExperimentSettings.from_config(_compose(*overrides))
+    preset = overrides[0].split("=", 1)[1]
+    dataset, _, model = preset.partition("_")
+    model = overrides[1].split("=", 1)[1] if len(overrides) > 1 else model
+    assert s.model_name == model
     days = {"biokg": 2, "wikikg2": 5, "wn18rr": 1, "fb15k237": 1}[dataset]
     assert s.budget.seconds == days * 86400
-    assert s.trial.stage1.max_steps == 20000 and s.trial.stage2.max_steps >= 100000
+    assert s.trial.stage1.max_steps == 20000
+    assert s.trial.stage2.max_steps == {"biokg": 200000, "wikikg2": 400000}.get(dataset, 100000)
     assert s.trial.stage1.valid_every == s.trial.stage2.valid_every == 2500
     if dataset in ("wn18rr", "fb15k237"):
-        assert s.data["name"] == "folder" and s.data["path"].startswith("/data/")
+        assert s.data["name"] == "folder" and s.data["path"] == f"/data/{dataset.replace('fb15k237', 'fb15k-237')}"
     else:
         assert s.data["name"] == f"ogbl-{dataset}"
+
+
+def test_a_shortcut_is_its_dataset_preset_with_the_model():
+    assert _compose("+experiment=biokg_complex") == _compose("+experiment=biokg", "model=complex")
+    assert _compose("+experiment=wn18rr_complex") == _compose("+experiment=wn18rr", "model=complex")
 
 
 def test_baseline_search_groups_compose():

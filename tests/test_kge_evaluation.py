@@ -256,9 +256,9 @@ def test_automatic_batch_bounds_the_score_block(graph, monkeypatch):
     import kgtuner.kge.evaluation as ev
 
     triples, E, R, table = graph
-    assert ev._auto_batch(2_500_000, torch.device("cpu")) * 2_500_000 <= ev._CPU_BLOCK
-    assert ev._auto_batch(10**9, torch.device("cpu")) == 1
-    monkeypatch.setattr(ev, "_CPU_BLOCK", 4 * E)  # 4 queries per batch
+    assert ev.auto_batch_size(2_500_000, torch.device("cpu")) * 2_500_000 <= ev.CPU_SCORE_BLOCK
+    assert ev.auto_batch_size(10**9, torch.device("cpu")) == 1
+    monkeypatch.setattr(ev, "CPU_SCORE_BLOCK", 4 * E)  # 4 queries per batch
     model = TableScorer(table)
     fi = FilterIndex(triples, E, R)
     ranks = filtered_ranks(model, triples, fi, "tail")

@@ -14,9 +14,9 @@ import torch
 
 from kgtuner.data import FilterIndex, KnowledgeGraph, load_dataset
 from kgtuner.kge import Trainer, TrainConfig
-from kgtuner.kge.optim import RowSparseAdagrad, RowSparseAdam, _write_rows, merge_rows
+from kgtuner.kge.optim import RowSparseAdagrad, RowSparseAdam, write_rows, merge_rows
 from kgtuner.kge.reference_step import ReferenceTrainer
-from kgtuner.kge.trainer import _LossMonitor
+from kgtuner.kge.trainer import LossMonitor
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -129,7 +129,7 @@ def test_write_rows_copies_bits(width, dtype):
     new[0, 0] = float("nan")
     rows = torch.tensor([8, 1, 4])
     expected[rows] = new
-    _write_rows(target, rows, new)
+    write_rows(target, rows, new)
     assert torch.equal(target.view(torch.uint8), expected.view(torch.uint8))
 
 
@@ -206,14 +206,14 @@ def test_epoch_batches_visit_every_example_once(demo):
 
 
 def test_loss_monitor_chunks_report_the_diverging_step():
-    mon = _LossMonitor(torch.device("cpu"), chunk=4, asynchronous=True)
+    mon = LossMonitor(torch.device("cpu"), chunk=4, asynchronous=True)
     for step in range(1, 7):
         assert mon.add(torch.tensor(1.0 * step), step) is None
     assert mon.count == 4 and mon.total == 10.0  # the first chunk was read, the second is pending
     assert mon.add(torch.tensor(float("nan")), 7) is None  # still pending in the chunk
     msg = mon.drain()
     assert msg == "training loss became NaN at step 7"
-    sync = _LossMonitor(torch.device("cpu"))
+    sync = LossMonitor(torch.device("cpu"))
     assert sync.add(torch.tensor(2e10), 3) == "training loss became 2e+10 at step 3"
 
 
@@ -242,17 +242,26 @@ def test_compiled_row_step_matches_the_eager_row_step(demo):
 
 
 @pytest.mark.parametrize("model_name", ["complex", "conve", "transe"])
-def test_evaluation_score_buffer_gives_the_same_ranks(demo, monkeypatch, model_name):
+def test_evaluation_score_buffer_gives_the_same_ranks(demo, model_name):
     """The reused score buffer (plain ``Q @ E^T`` models) ranks exactly like the model's own scoring."""
+    import copy
+
     from kgtuner.kge import MODELS, evaluation
 
     torch.manual_seed(0)
     model = MODELS[model_name](demo.num_entities, demo.num_relations, 16).eval()
-    assert evaluation._plain_product(model) == (model_name != "transe")
+    calls = []
+    model.score_sp = lambda *a: calls.append(a) or type(model).score_sp(model, *a)  # instance spy: still "plain"
     filt = FilterIndex.from_graph(demo)
     fast = [evaluation.filtered_ranks(model, demo.valid, filt, side, batch_size=37) for side in ("tail", "head")]
-    monkeypatch.setattr(evaluation, "_plain_product", lambda m: False)
-    plain = [evaluation.filtered_ranks(model, demo.valid, filt, side, batch_size=37) for side in ("tail", "head")]
+    assert bool(calls) == (model_name == "transe")  # only TransE (a distance) scores through score_sp
+    # the same weights in a subclass that overrides the scorers: evaluation must use the model's own scoring
+    own = copy.deepcopy(model)
+    del own.score_sp
+    cls = type(model)
+    own.__class__ = type(f"Own{cls.__name__}", (cls,), {"score_sp": lambda self, h, r: cls.score_sp(self, h, r),
+                                                        "score_po": lambda self, r, t: cls.score_po(self, r, t)})
+    plain = [evaluation.filtered_ranks(own, demo.valid, filt, side, batch_size=37) for side in ("tail", "head")]
     for a, b in zip(fast, plain):
         assert torch.equal(a, b)
 

@@ -29,7 +29,10 @@ import torch
 from torch import nn
 
 __all__ = [
+    "ACCEL_SCORE_BLOCK",
+    "CPU_SCORE_BLOCK",
     "METRIC_KEYS",
+    "auto_batch_size",
     "evaluate_filtered",
     "evaluate_ogb",
     "filtered_ranks",
@@ -40,9 +43,9 @@ __all__ = [
 
 #: Keys of every metric dict returned here.
 METRIC_KEYS = ("mrr", "hits@1", "hits@3", "hits@10")
-#: Score elements per batch (fp32: 128 MiB on CPU, 512 MiB on an accelerator).
-_CPU_BLOCK = 1 << 25
-_ACCEL_BLOCK = 1 << 27
+#: Score elements per batch when no ``batch_size`` is given (fp32: 128 MiB on CPU, 512 MiB on an accelerator).
+CPU_SCORE_BLOCK = 1 << 25
+ACCEL_SCORE_BLOCK = 1 << 27
 _MAX_BATCH = 4096
 
 
@@ -55,9 +58,11 @@ def _model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def _auto_batch(width: int, device: torch.device, cost_per_column: int = 1) -> int:
-    """Queries per batch so that a ``[B, width]`` block (times ``cost_per_column``) fits the budget."""
-    budget = _CPU_BLOCK if device.type == "cpu" else _ACCEL_BLOCK
+def auto_batch_size(width: int, device: torch.device, cost_per_column: int = 1) -> int:
+    """Queries per batch so that a ``[B, width]`` score block (times ``cost_per_column``) fits the budget
+    (``CPU_SCORE_BLOCK`` or ``ACCEL_SCORE_BLOCK`` elements; at least 1, at most 4096): the batch size of
+    ``filtered_ranks``/``evaluate_*`` without ``batch_size``."""
+    budget = CPU_SCORE_BLOCK if device.type == "cpu" else ACCEL_SCORE_BLOCK
     return int(max(1, min(_MAX_BATCH, budget // max(1, width * cost_per_column))))
 
 
@@ -208,7 +213,7 @@ def filtered_ranks(model: nn.Module, triples, filter_index, side: str = "tail", 
             if E is None:  # one query tells the width of a score row
                 probe = torch.as_tensor(triples[:1], device=device)
                 E = _score_all(model, side, probe[:, 0], probe[:, 1], probe[:, 2])[0].shape[1]
-            batch_size = _auto_batch(int(E), device)
+            batch_size = auto_batch_size(int(E), device)
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
         batch_size = int(batch_size)
@@ -306,7 +311,7 @@ def ogb_rank_lists(model: nn.Module, triples, negatives, side: str, evaluator, *
     device = _model_device(model)
     K1 = negatives.shape[1] + 1
     if batch_size is None:
-        batch_size = _auto_batch(K1, device, cost_per_column=int(getattr(model, "dim", 1) or 1))
+        batch_size = auto_batch_size(K1, device, cost_per_column=int(getattr(model, "dim", 1) or 1))
     lists: dict[str, list[torch.Tensor]] = {}
     with torch.inference_mode(), _Restore(model):
         for start in range(0, len(triples), int(batch_size)):

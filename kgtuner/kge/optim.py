@@ -93,7 +93,7 @@ def _fusable(kernel: str, devices: tuple[str, ...], *tensors: torch.Tensor) -> b
             and all(x.dtype == t.dtype and x.device == t.device for x in tensors))
 
 
-def _write_rows(target: torch.Tensor, rows: torch.Tensor, new: torch.Tensor) -> None:
+def write_rows(target: torch.Tensor, rows: torch.Tensor, new: torch.Tensor) -> None:
     """``target[rows] = new`` (rows may repeat with equal values).
 
     ``index_copy_`` copies element by element; viewed as the widest type that tiles a row (16-byte
@@ -211,7 +211,7 @@ class RowSparseAdam(_RowSparse, torch.optim.SparseAdam):
                                lr=step_size * c1 / c2, beta1=beta1, beta2=beta2, weight_decay=0.0,
                                eps=eps / c2, amsgrad=False, maximize=False)
             for target, new in ((m, m_rows), (v, v_rows), (p, p_rows)):
-                _write_rows(target, rows, new)
+                write_rows(target, rows, new)
             return
         # SparseAdam's arithmetic operation for operation: old += (1 - b) * (new - old)
         m_upd = g.sub(m_rows).mul_(1 - beta1)
@@ -221,13 +221,13 @@ class RowSparseAdam(_RowSparse, torch.optim.SparseAdam):
             v.index_add_(0, rows, v_upd)
         m_new, v_new = m_upd.add_(m_rows), v_upd.add_(v_rows)
         if not distinct:
-            _write_rows(m, rows, m_new)
-            _write_rows(v, rows, v_new)
+            write_rows(m, rows, m_new)
+            write_rows(v, rows, v_new)
         delta = m_new.div_(v_new.sqrt_().add_(eps)).mul_(-step_size)
         if distinct:
             p.index_add_(0, rows, delta)
         else:
-            _write_rows(p, rows, p_rows.add_(delta))
+            write_rows(p, rows, p_rows.add_(delta))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -281,8 +281,8 @@ class RowSparseAdagrad(_RowSparse, torch.optim.Adagrad):
             # torch's fused Adagrad kernel on the gathered rows (step count 1, lr = this step's lr)
             torch._fused_adagrad_([p_rows], [g.contiguous()], [old], [_one(p.device)], lr=clr, lr_decay=0.0,
                                   weight_decay=0.0, eps=group["eps"], maximize=False)
-            _write_rows(total, rows, old)
-            _write_rows(p, rows, p_rows)
+            write_rows(total, rows, old)
+            write_rows(p, rows, p_rows)
             return
         sq = g.pow(2)
         if distinct:
@@ -291,9 +291,9 @@ class RowSparseAdagrad(_RowSparse, torch.optim.Adagrad):
             p.index_add_(0, rows, g.div(std), alpha=-clr)
         else:
             new = sq.add_(old)
-            _write_rows(total, rows, new)
+            write_rows(total, rows, new)
             std = new.sqrt_().add_(group["eps"])
-            _write_rows(p, rows, p_rows.add_(g.div(std), alpha=-clr))
+            write_rows(p, rows, p_rows.add_(g.div(std), alpha=-clr))
 
     @torch.no_grad()
     def step(self, closure=None):

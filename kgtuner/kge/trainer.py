@@ -65,7 +65,7 @@ class TrainResult:
         return asdict(self)
 
 
-class _LossMonitor:
+class LossMonitor:
     """Reads the step losses for the running mean and for divergence, without stalling the device.
 
     On CPU each loss is read at once. On an accelerator the losses of ``chunk`` steps are stacked
@@ -353,7 +353,7 @@ class Trainer:
         if has_valid and self.stalled >= c.patience:
             stop_reason = "patience"
         self.model.train()
-        monitor = _LossMonitor(self.device)
+        monitor = LossMonitor(self.device)
         while not stop_reason:
             ok, reason = self._budget_left()
             if not ok:
@@ -404,7 +404,7 @@ class Trainer:
                            triples_per_second=self.triples_per_second, stop_reason=stop_reason,
                            message=message, history=list(self.history))
 
-    def _absorb(self, monitor: "_LossMonitor") -> None:
+    def _absorb(self, monitor: "LossMonitor") -> None:
         """Move the monitor's read losses into the running mean reported at validation."""
         self.loss_sum += monitor.total
         self.loss_count += monitor.count

@@ -10,7 +10,7 @@ from, what is allowed and what was given::
 
 Accepted input, the same everywhere:
 
-* numbers: ``int`` and ``float``, and numeric strings (``"1e-12"``, ``"256"``): YAML 1.1 reads ``1e-12`` as a
+* numbers: ``int`` and ``float`` (numpy's too), and numeric strings (``"1e-12"``, ``"256"``): YAML 1.1 reads ``1e-12`` as a
   string and a quoted Hydra override (``x='5'``) stays one, so a string that Python's ``float`` parses is the
   number it spells. ``bool`` is never a number. NaN and +-inf are refused. With ``integer=True`` the value
   must be whole (``3.0`` and ``"3"`` give ``3``; ``2.5`` is refused) and an ``int`` is returned, otherwise a
@@ -22,6 +22,7 @@ Accepted input, the same everywhere:
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from kgtuner.errors import ConfigError
@@ -61,10 +62,10 @@ def number(where: str, value: Any, *, integer: bool = False, minimum: float | No
         wanted = _wanted(integer, minimum, maximum, low_open, high_open, allow_none)
         return ConfigError(f"{where} must be {wanted}, got {value!r}")
 
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, str)):
         raise bad()
-    if isinstance(value, int):
-        v: float = value
+    if isinstance(value, numbers.Integral):  # int, numpy integers
+        v: float = int(value)
     else:
         try:
             v = float(value.strip() if isinstance(value, str) else value)

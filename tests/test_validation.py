@@ -55,6 +55,16 @@ def test_number_refuses_with_one_message_shape(value, kwargs, message):
     assert str(err.value) == message
 
 
+def test_numpy_numbers():
+    np = pytest.importorskip("numpy")
+    assert number("x", np.int64(7), integer=True) == 7 and type(number("x", np.int64(7), integer=True)) is int
+    assert number("x", np.float32(0.5)) == 0.5
+    with pytest.raises(ConfigError):
+        number("x", np.bool_(True))
+    with pytest.raises(ConfigError):
+        number("x", np.float64("nan"))
+
+
 @pytest.mark.parametrize("value,expected", [(True, True), (False, False), ("true", True), ("False", False),
                                             (" TRUE ", True)])
 def test_boolean_accepts(value, expected):

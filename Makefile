@@ -25,9 +25,15 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
 
-# Search-efficiency benchmark, ablations and docs/benchmarks.md (about an hour on 2 cores; needs
-# ../shared/datasets). Finished searches are kept in outputs/, so an interrupted run continues.
+# Search-efficiency benchmarks, ablations and docs/benchmarks.md (about 3.5 hours on 2 cores: 2.5 for the large
+# suite on codex-m and WN18RR, 1 for the small graphs; needs ../shared/datasets). Finished searches are kept in
+# outputs/, so an interrupted run continues.
 benchmarks: setup
+	$(BIN)/python scripts/bench_search.py --suite large --out outputs/bench_search_large
+	for ds in codex-m wn18rr; do $(BIN)/python scripts/bench_ablation.py --dataset $$ds --model complex \
+		--configs 12 --samplers multi_rw --ratios 0.2 --sampler-ratio 0.2 --seeds 0 1 --full-seeds 0 1 --jobs 2 \
+		--out outputs/bench_ablation_$$ds || exit 1; done
+	$(BIN)/python scripts/bench_search.py --suite large --datasets codex-s --out outputs/bench_search_large
 	$(BIN)/python scripts/bench_search.py --suite main --out outputs/bench_search
 	$(BIN)/python scripts/bench_search.py --suite ablation --out outputs/bench_search_ablation
 	$(BIN)/python scripts/bench_ablation.py --dataset codex-s --configs 16 --max-steps 5000 --max-epochs 5 \

@@ -102,36 +102,61 @@ def verdict(results: pd.DataFrame, bench, contenders: list[str]) -> list[str]:
     return lines
 
 
-def section_main(out: Path, docs: Path, bench, rel: str, data_root: Path) -> list[str]:
+def _scale_lines(bench, suite: str, datasets) -> list[str]:
+    """How the paper's settings were scaled down, for the suite's page section."""
+    sizes = ", ".join(f"`{o}`" for o in bench.FULL_SIZES + bench.DECOUPLED_SIZES)
+    if suite == "large":
+        per = "; ".join(f"{d}: " + ", ".join(f"`{o}`" for o in bench.large_trial_controls(d)[1:]) for d in datasets)
+        return ["- Parallelism: **2 trials in flight per search** (`" + "`, `".join(bench.LARGE_CLUSTER) + "`: one "
+                "CPU core and one torch thread per trial), one search at a time on the 2 cores, the same for every "
+                "algorithm.",
+                f"- CPU scale of the paper's settings, the same for every algorithm: {sizes}; trial controls {per}. "
+                "A full-graph trial of ComplEx at the largest size (dim 200, batch 256) took 14 s (128 negatives) to "
+                "49 s (kVsAll) on codex-m and 18 s to 103 s on WN18RR on one core; the budgets buy about 15 "
+                "full-graph trials per search (2 x B / mean trial time; the trial counts are in the rank table)."]
+    return ["- Parallelism: one trial at a time on one CPU core for every algorithm; two searches ran side by side "
+            "on the two cores.",
+            f"- CPU scale of the paper's settings: {sizes}, "
+            + ", ".join(f"`{o}`" for o in bench.TRIAL_CONTROLS[1:]) + "."]
+
+
+def section_search(out: Path, docs: Path, bench, rel: str, data_root: Path, suite: str = "main") -> list[str]:
+    """One search-efficiency suite of scripts/bench_search.py (main: small graphs; large: issue 17's)."""
+    prefix = "" if suite == "main" else f"{suite}_"
+    title = ("## Search efficiency on codex-m and WN18RR, 2 trials in flight (paper Figure 7, on a CPU)"
+             if suite == "large" else "## Search efficiency on small graphs, 1 trial at a time (paper Figure 7, "
+             "on a CPU)")
     loaded = _load(out, bench)
     if loaded is None:
-        return ["## Search efficiency", "", f"_No results in `{out}` yet: run `make benchmarks`._", ""]
+        return [title, "", f"_No results in `{out}` yet: run `make benchmarks`._", ""]
     results, curves = loaded
-    bench.plot_curves(curves, results, docs / "search_curves.png")
-    results.to_parquet(docs / "results.parquet", index=False)
-    curves.to_parquet(docs / "curves.parquet", index=False)
+    if suite == "large":
+        names = {"codex-m": "codex-m", "wn18rr": "WN18RR", "codex-s": "codex-s"}
+        title = title.replace("codex-m and WN18RR", " and ".join(names.get(d, d) for d in
+                                                                 sorted(results["dataset"].unique())))
+    bench.plot_curves(curves, results, docs / f"{prefix}search_curves.png")
+    results.to_parquet(docs / f"{prefix}results.parquet", index=False)
+    curves.to_parquet(docs / f"{prefix}curves.parquet", index=False)
     rep = bench.report_tables(results, curves)
     algos = rep["algorithms"]
     paper4 = [a for a in ("kgtuner", "rf_bore", "tpe", "random") if a in algos]
     budgets = results.groupby("dataset")["budget_s"].first()
     n_seeds = results["seed"].nunique()
-    md = ["## Search efficiency (paper Figure 7, on a CPU)", "",
-          f"Command: `python scripts/bench_search.py --suite main --out {out}` "
-          f"({len(results)} searches; results in `{rel}/results.parquet`, curves in `{rel}/curves.parquet`).", "",
+    md = [title, "",
+          f"Command: `python scripts/bench_search.py --suite {suite} --out {out}` "
+          f"({len(results)} searches; results in `{rel}/{prefix}results.parquet`, curves in "
+          f"`{rel}/{prefix}curves.parquet`; load average while cells ran: {_cells_load(out)}).", "",
           f"- Datasets: {', '.join(sorted(results['dataset'].unique()))} (from `../shared/datasets`); models: "
           f"{', '.join(sorted(results['model'].unique()))}; seeds: {n_seeds} per cell (the searchers' and the "
           "subgraph sampler's seed).",
           "- Budget B per search (active seconds; the clock starts when the first trial is ready to train): "
           + ", ".join(f"{d} {b:g} s" for d, b in budgets.items()) + ".",
-          "- Parallelism: one trial at a time on one CPU core for every algorithm; two searches ran side by side "
-          f"on the two cores (load average while cells ran: {_cells_load(out)}).",
-          "- CPU scale of the paper's settings: " + ", ".join(f"`{o}`" for o in bench.FULL_SIZES + bench.DECOUPLED_SIZES
-                                                               + bench.TRIAL_CONTROLS[1:]) + ".",
+          *_scale_lines(bench, suite, list(budgets.index)),
           "- What a curve shows: the best validation MRR among trials that can be the answer (full graph, final "
           "fidelity, not stopped early by ASHA) against active time, mean over seeds from the time every seed has "
           "one. KGTuner's curve therefore starts after its stage switch (dotted line at B/2): stage-1 MRRs are "
           "measured on the subgraph.", "",
-          f"![search curves]({rel}/search_curves.png)", "",
+          f"![search curves]({rel}/{prefix}search_curves.png)", "",
           "### Final MRR of the answer (mean ± std over seeds; bold: best mean)", "", "Validation MRR:", "",
           rep["tables"]["valid_mrr"], "", "Test MRR (of the configuration each search returned):", "",
           rep["tables"]["test_mrr"], "",
@@ -143,7 +168,7 @@ def section_main(out: Path, docs: Path, bench, rel: str, data_root: Path) -> lis
     if paper4:
         md += ["The paper's four algorithms (KGTuner, one-stage RF+BORE, TPE, random search):", ""]
         md += verdict(results, bench, paper4) + [""]
-    md += section_why(out, results, bench, data_root)
+    md += section_why(out, results, bench, data_root, narrative=suite == "main")
     extra = [a for a in algos if a not in paper4]
     if extra:
         md += ["All algorithms, including the multi-fidelity ones (" + ", ".join(bench.LABELS.get(a, a) for a in extra)
@@ -204,8 +229,9 @@ def section_ablation(out: Path, main_out: Path, docs: Path, bench, rel: str) -> 
     return md + [""]
 
 
-def section_srcc(out: Path, docs: Path, rel: str) -> list[str]:
-    md = ["## Subgraph samplers and ratios (paper Figures 5-6): SRCC", ""]
+def section_srcc(out: Path, docs: Path, rel: str, title: str = "## Subgraph samplers and ratios (paper Figures "
+                 "5-6): SRCC", png_prefix: str = "srcc_") -> list[str]:
+    md = [title, ""]
     table = out / "summary.md"
     if not table.exists():
         return md + [f"_No results in `{out}` yet: run `python scripts/bench_ablation.py --out {out}`._", ""]
@@ -215,8 +241,12 @@ def section_srcc(out: Path, docs: Path, rel: str) -> list[str]:
     body = [ln for ln in table.read_text().strip().splitlines() if not ln.startswith("# ")]
     md += [f"Command: `{cmd}`.", "", "\n".join(body).strip(), ""]
     for png in sorted(out.glob("*.png")):
-        shutil.copy(png, docs / f"srcc_{png.name}")
-        md += [f"![{png.stem}]({rel}/srcc_{png.name})", ""]
+        shutil.copy(png, docs / f"{png_prefix}{png.name}")
+        md += [f"![{png.stem}]({rel}/{png_prefix}{png.name})", ""]
+    runs = out / "runs.parquet"
+    if runs.exists():
+        shutil.copy(runs, docs / f"{png_prefix}runs.parquet")
+        md += [f"Raw runs: `{rel}/{png_prefix}runs.parquet`.", ""]
     return md
 
 
@@ -270,7 +300,7 @@ def stage_srcc(main_out: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "model", "seed", "srcc", "n"])
 
 
-def section_why(main_out: Path, results: pd.DataFrame, bench, data_root: Path) -> list[str]:
+def section_why(main_out: Path, results: pd.DataFrame, bench, data_root: Path, narrative: bool = True) -> list[str]:
     """Where KGTuner (the paper's, without ASHA) is behind the best one-stage search, and the evidence."""
     one_stage = [a for a in ("rf_bore", "tpe", "random") if a in set(results["algorithm"])]
     full_space = [a for a in ("rf_bore", "tpe", "random", "grash") if a in set(results["algorithm"])]
@@ -313,24 +343,28 @@ def section_why(main_out: Path, results: pd.DataFrame, bench, data_root: Path) -
                   f"{row[rival]:.3f} | {ents} | {srcc.get((dataset, model), float('nan')):.2f} | "
                   f"{inv} of {len(sel)} | {opt} of {len(sel)} |")
     md += ["", f"KGTuner is ahead of the one-stage searches on {', '.join(won) or 'none'}, and behind on "
-           f"{', '.join(lost) or 'none'}. Two measured differences go with the losses: many answers of the "
+           f"{', '.join(lost) or 'none'}."]
+    if not narrative:
+        return md + [""]
+    md[-1] += (" Two measured differences go with the losses: many answers of the "
            "full-space searches use inverse relations or an optimizer other than Adam, which KGTuner's shrunk space "
            "leaves out (last two columns; DistMult, a symmetric model, gains from inverse relations), and the "
            "stage-1 subgraphs of umls and kinships have only a few dozen entities. Inside the searches the stage-1 "
            "order of the top configurations hardly predicts their stage-2 order on any dataset (SRCC column): "
            "stage 1 works as a filter of bad regions rather than a ranking, and on the larger graph that filter "
-           "pays off. The paper's claim is about graphs where a 20% subgraph is still a sizeable graph."]
+           "pays off. The paper's claim is about graphs where a 20% subgraph is still a sizeable graph.")
     return md + [""]
 
 
-def section_stage_consistency(main_out: Path) -> list[str]:
+def section_stage_consistency(main_out: Path, title: str = "## Does the stage-1 ranking carry over? (inside the "
+                              "KGTuner searches)") -> list[str]:
     """Inside KGTuner's runs: does the stage-1 (subgraph) ranking carry over to stage 2 (full graph)?"""
     frame = stage_srcc(main_out).dropna(subset=["srcc"])
     if frame.empty:
         return []
     table = frame.groupby(["dataset", "model"]).agg(srcc=("srcc", "mean"), sd=("srcc", "std"), n=("n", "mean"),
                                                     runs=("srcc", "size"))
-    md = ["## Does the stage-1 ranking carry over? (inside the KGTuner searches)", "",
+    md = [title, "",
           "SRCC between each expanded configuration's stage-1 score (subgraph, small batch/dim) and its best "
           "stage-2 score (full graph), per search, mean over seeds: `python -m kgtuner.analysis stages RUN_DIR`. "
           "Only the top-k stage-1 configurations reach stage 2, so this is a correlation among good ones.", "",
@@ -341,8 +375,85 @@ def section_stage_consistency(main_out: Path) -> list[str]:
     return md + [""]
 
 
+def stage_trace(out: Path) -> pd.DataFrame:
+    """Per KGTuner search (with or without ASHA): how the budget went to the two stages, from its run directory."""
+    rows = []
+    for run in sorted((out / "cells").glob("*__kgtuner*__s*")):
+        summary_path, trials_path = run / "summary.json", run / "trials.parquet"
+        if not (summary_path.exists() and trials_path.exists()):
+            continue
+        dataset, model, algorithm, seed = run.name.split("__")
+        summary = json.loads(summary_path.read_text())
+        budget = summary.get("budget") or {}
+        trials = pd.read_parquet(trials_path)
+        s1, s2 = trials[trials["stage"] == 1], trials[trials["stage"] == 2]
+        seconds = float(budget.get("seconds") or np.nan)
+        rows.append(dict(dataset=dataset, model=model, algorithm=algorithm, seed=seed,
+                         stage1_trials=len(s1), stage2_trials=len(s2),
+                         stage2_finished=int((s2["status"] == "ok").sum()) if len(s2) else 0,
+                         stage2_start=float(summary.get("stage2_started_s") or np.nan) / seconds,
+                         switch_wait_s=float(budget.get("switch_wait_s") or 0.0),
+                         best_stage1=float(s1["valid_mrr"].max()) if len(s1) else np.nan,
+                         best_stage2=float(s2["valid_mrr"].max()) if len(s2) else np.nan,
+                         from_subgraph=bool((summary.get("best") or {}).get("from_subgraph"))))
+    return pd.DataFrame(rows)
+
+
+def section_stage_trace(out: Path) -> list[str]:
+    """Where KGTuner's budget went on the large graphs (mean over seeds)."""
+    frame = stage_trace(out)
+    if frame.empty:
+        return []
+    table = frame.groupby(["dataset", "algorithm"]).agg(
+        s1=("stage1_trials", "mean"), s2=("stage2_trials", "mean"), s2ok=("stage2_finished", "mean"),
+        start=("stage2_start", "mean"), wait=("switch_wait_s", "mean"), b1=("best_stage1", "mean"),
+        b2=("best_stage2", "mean"), sub=("from_subgraph", "sum"), n=("seed", "size"))
+    md = ["### Where KGTuner's budget went (mean over seeds)", "",
+          "From each search's `summary.json` and `trials.parquet`: trials per stage, stage-2 trials that ran to their "
+          "end, when stage 2 started (share of B), how long the switch waited for running stage-1 trials, the best "
+          "stage-1 validation MRR (on the subgraph, not comparable with the full graph) and the best stage-2 "
+          "validation MRR (full graph).", "",
+          "| dataset / algorithm | stage-1 trials | stage-2 trials (finished) | stage 2 starts at | switch wait | "
+          "best stage-1 MRR (subgraph) | best stage-2 MRR | answers from the subgraph |",
+          "|---|---|---|---|---|---|---|---|"]
+    for (dataset, algorithm), r in table.iterrows():
+        md.append(f"| {dataset} / {algorithm} | {r['s1']:.1f} | {r['s2']:.1f} ({r['s2ok']:.1f}) | {r['start']:.2f} B | "
+                  f"{r['wait']:.1f} s | {r['b1']:.3f} | {r['b2']:.3f} | {int(r['sub'])} of {int(r['n'])} |")
+    return md + [""]
+
+
+SMALL_HEADING = "# Small graphs"
+KEPT_NOTE = ("> **Kept from the previous page.** The sections below were generated by this script from the outputs of "
+             "commit `5b96760` (before issue 12 changed RF+BORE's defaults and the stage switch), and are kept as they "
+             "were because their outputs were not regenerated since; `make benchmarks` reruns them. `KGTuner` here is "
+             "`search=kgtuner` (the paper's algorithm, no early stopping), `KGTuner+ASHA` is `search=kgtuner_asha`.")
+
+
+def kept_small_sections(page: Path) -> list[str]:
+    """The small-graph sections of an existing page (when their outputs are not on this machine)."""
+    if not page.exists():
+        return []
+    lines = page.read_text().splitlines()
+    if any(ln.startswith(SMALL_HEADING) for ln in lines):
+        start = next(i for i, ln in enumerate(lines) if ln.startswith(SMALL_HEADING)) + 1
+        body = lines[start:]
+    else:  # the page before issue 17: everything from its first section, without its hand-written note
+        start = next((i for i, ln in enumerate(lines) if ln.startswith("## ")), None)
+        if start is None:
+            return []
+        body = ["", KEPT_NOTE, ""] + lines[start:]
+    while body and not body[0].strip():
+        body.pop(0)
+    return [ln.replace("## Search efficiency (paper Figure 7, on a CPU)",
+                       "## Search efficiency on small graphs, 1 trial at a time (paper Figure 7, on a CPU)")
+            for ln in body]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--large", default="outputs/bench_search_large")
+    ap.add_argument("--large-srcc", nargs="+", default=["outputs/bench_ablation_codex-m", "outputs/bench_ablation_wn18rr"],
+                    help="scripts/bench_ablation.py outputs on the large graphs (multi_rw at 20%% against the full graph)")
     ap.add_argument("--main", default="outputs/bench_search")
     ap.add_argument("--ablation", default="outputs/bench_search_ablation")
     ap.add_argument("--srcc", default="outputs/bench_ablation")
@@ -356,12 +467,27 @@ def main(argv=None) -> int:
     rel = docs.name
     md = ["# Benchmarks", "",
           "Generated by `python scripts/benchmarks_page.py` from the outputs of the commands named in each section "
-          "(`make benchmarks` runs them all, about an hour on 2 cores). Do not edit by hand.", "",
+          "(`make benchmarks` runs them all: about 2.5 hours for the large suite and 1 hour for the rest, on 2 "
+          "cores). Do not edit by hand.", "",
           f"Machine: {machine()}.", "",
-          "Budgets here are tens of seconds per search, so that 100+ searches fit in an hour on 2 cores; the paper's "
+          "Budgets are minutes per search on the large graphs and tens of seconds on the small ones; the paper's "
           "budgets are hours on GPUs. Trials are short and noisy at this scale; read the tables with their standard "
           "deviations.", ""]
-    md += section_main(Path(args.main), docs, bench, rel, Path(args.data_root))
+    large = Path(args.large)
+    md += section_search(large, docs, bench, rel, Path(args.data_root), suite="large")
+    md += section_stage_trace(large)
+    md += section_stage_consistency(large, "### Does the stage-1 ranking carry over? (inside the KGTuner searches "
+                                           "on the large graphs)")
+    for path in args.large_srcc:
+        name = Path(path).name.replace("bench_ablation_", "")
+        md += section_srcc(Path(path), docs, rel, f"### The 20% multi_rw subgraph against the full graph on {name} "
+                           "(paper Figure 5): SRCC", png_prefix=f"large_srcc_{name}_")
+    md += ["# Small graphs (umls, kinships, codex-s; the page before issue 17)", ""]
+    if _load(Path(args.main), bench) is None and kept_small_sections(page):
+        page.write_text("\n".join(md + kept_small_sections(page)).rstrip() + "\n")
+        print(f"wrote {page} and {docs}/ (small-graph sections kept from the previous page: no {args.main})")
+        return 0
+    md += section_search(Path(args.main), docs, bench, rel, Path(args.data_root), suite="main")
     md += section_ablation(Path(args.ablation), Path(args.main), docs, bench, rel)
     md += section_srcc(Path(args.srcc), docs, rel)
     md += section_stage_consistency(Path(args.main))

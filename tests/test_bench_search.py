@@ -125,3 +125,72 @@ def test_every_algorithm_composes_to_valid_settings(bench, tmp_path):
             cfg = compose(config_name="config", overrides=overrides)
         s = ExperimentSettings.from_config(cfg)
         assert s.budget.seconds == 20.0 and s.model_name == "complex"
+
+
+def test_large_suite_cells_run_two_trials_in_flight_with_per_dataset_controls(bench, tmp_path):
+    """The large suite (issue 17): its budgets, 2 CPUs per search, per-dataset full-graph steps, one cell at a time."""
+    from hydra import compose, initialize_config_dir
+
+    from kgtuner.paths import CONF_DIR
+    from kgtuner.tune.settings import ExperimentSettings
+
+    suite = bench.SUITES["large"]
+    assert suite["jobs"] == 1
+    for name in ("codex-m", "wn18rr"):
+        (tmp_path / name).mkdir()
+    cells = bench.plan_cells(["codex-m", "wn18rr"], ["complex"], ["kgtuner", "random"], [0], tmp_path / "out",
+                             tmp_path, 1.0, suite)
+    by = {(c["dataset"], c["algorithm"]): c for c in cells}
+    assert by["codex-m", "kgtuner"]["budget_s"] == bench.LARGE_BUDGETS["codex-m"]
+    assert by["wn18rr", "random"]["budget_s"] == bench.LARGE_BUDGETS["wn18rr"]
+    for (dataset, _), cell in by.items():
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=cell["overrides"])
+        s = ExperimentSettings.from_config(cfg)
+        assert cfg.cluster.num_cpus == 2
+        assert cfg.trial.stage2.max_steps == bench.LARGE_STAGE2_STEPS[dataset]
+        assert s.budget.seconds == bench.LARGE_BUDGETS[dataset]
+    # the main suite keeps its one-core cells
+    main = bench.cell_overrides("codex-m", "complex", "random", 0, 20.0, tmp_path)
+    assert "cluster.num_cpus=1" in main and "trial.stage2.max_steps=300" in main
+
+
+@pytest.fixture(scope="module")
+def page():
+    spec = importlib.util.spec_from_file_location("benchmarks_page", REPO / "scripts" / "benchmarks_page.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_page_keeps_the_small_graph_sections_of_the_previous_page(page, tmp_path):
+    old = tmp_path / "old.md"
+    old.write_text("# Benchmarks\n\nintro\n\n> note by hand\n\n## Search efficiency (paper Figure 7, on a CPU)\n\nT1\n"
+                   "\n## Ablations (paper Section 6.3)\n\nT2\n")
+    kept = page.kept_small_sections(old)
+    assert kept[0] == page.KEPT_NOTE and "intro" not in kept and "> note by hand" not in kept
+    assert "## Search efficiency on small graphs, 1 trial at a time (paper Figure 7, on a CPU)" in kept
+    assert kept[-1] == "T2"
+    regenerated = tmp_path / "new.md"
+    regenerated.write_text("\n".join(["# Benchmarks", "", "## Large", "", page.SMALL_HEADING + " (x)", "", *kept]))
+    assert page.kept_small_sections(regenerated) == kept  # idempotent
+    assert page.kept_small_sections(tmp_path / "missing.md") == []
+
+
+def test_stage_trace_reads_each_kgtuner_search(page, tmp_path):
+    run = tmp_path / "cells" / "codex-m__complex__kgtuner__s0"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"budget": {"seconds": 100.0, "switch_wait_s": 2.5},
+                                                  "stage2_started_s": 52.0, "best": {"from_subgraph": False}}))
+    pd.DataFrame({"stage": [1, 1, 1, 2, 2], "status": ["ok", "ok", "failed", "ok", "stopped"],
+                  "valid_mrr": [0.2, 0.3, np.nan, 0.25, 0.1]}).to_parquet(run / "trials.parquet")
+    other = tmp_path / "cells" / "codex-m__complex__random__s0"  # not a KGTuner search
+    other.mkdir()
+    trace = page.stage_trace(tmp_path)
+    assert len(trace) == 1
+    row = trace.iloc[0]
+    assert (row.stage1_trials, row.stage2_trials, row.stage2_finished) == (3, 2, 1)
+    assert row.stage2_start == pytest.approx(0.52) and row.switch_wait_s == 2.5
+    assert row.best_stage1 == pytest.approx(0.3) and row.best_stage2 == pytest.approx(0.25)
+    assert "| codex-m / kgtuner | 3.0 | 2.0 (1.0) | 0.52 B | 2.5 s | 0.300 | 0.250 | 0 of 1 |" in \
+        page.section_stage_trace(tmp_path)

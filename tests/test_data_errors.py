@@ -90,3 +90,58 @@ def test_failed_load_leaves_no_cache_entry(tmp_path):
     with pytest.raises(DataError):
         load_dataset(folder, cache_dir=cache)
     assert not (cache / "processed").exists() or not any((cache / "processed").iterdir())
+
+
+# ------------------------------------------------------------------ issue 14: data damaged without a word
+def test_whitespace_around_fields_is_stripped(tmp_path):
+    """'uk ' and 'uk' are one entity; spaces around the tabs do not make valid triples unseen."""
+    import warnings
+
+    from data_helpers import TRIPLES
+
+    clean = load_dataset(write_text(tmp_path / "clean"), use_cache=False)
+    padded = tmp_path / "padded"
+    padded.mkdir()
+    for split, rows in TRIPLES.items():
+        lines = [f" {h} \t{r} \t {t}  " if i % 2 == 0 else "\t".join((h, r, t)) for i, (h, r, t) in enumerate(rows)]
+        (padded / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no unseen-triples warning, no other warning
+        kg = load_dataset(padded, unseen="drop", use_cache=False)
+    assert list(kg.entities) == list(clean.entities) and list(kg.relations) == list(clean.relations)
+    for split in ("train", "valid", "test"):
+        assert (kg.split(split) == clean.split(split)).all()
+    pq_folder = write_parquet(tmp_path / "pq", {s: [(f"{h} ", f" {r}", t) for h, r, t in rows]
+                                                for s, rows in TRIPLES.items()})
+    assert list(load_dataset(pq_folder, use_cache=False).entities) == list(clean.entities)
+
+
+def test_whitespace_only_field_names_its_line(tmp_path):
+    folder = _folder_with_train(tmp_path, b"a\tr\tb\nb\t  \tc\n")
+    with pytest.raises(DataError, match=r"train\.txt, line 2: empty relation field"):
+        load_dataset(folder)
+
+
+def test_duplicate_training_triples_are_kept_once_with_a_warning(tmp_path):
+    from data_helpers import TRIPLES
+
+    from kgtuner.data import DuplicateTriplesWarning
+
+    rows = TRIPLES["train"]
+    folder = write_text(tmp_path / "dup", {**TRIPLES, "train": rows + rows[:3] + rows[:1]})
+    for attempt in range(2):  # fresh load, then from the processed cache: the warning both times
+        with pytest.warns(DuplicateTriplesWarning, match=r"lists 4 triples more than once.*\(5 distinct"):
+            kg = load_dataset(folder, cache_dir=tmp_path / "cache")
+        assert len(kg.train) == len(rows)
+        assert [tuple(kg.entities[[h, t]]) + (kg.relations[r],) for h, r, t in kg.train] == \
+            [(h, t, r) for h, r, t in rows]  # first occurrences, in file order
+
+
+@pytest.mark.parametrize("split", ["valid", "test"])
+def test_split_without_a_rankable_triple_is_refused(tmp_path, split):
+    from data_helpers import TRIPLES
+
+    folder = write_text(tmp_path / "d", {**TRIPLES, split: [("x", "likes", "y"), ("a", "unknown_rel", "b")]})
+    with pytest.raises(DataError, match=rf"none of the 2 {split} triples has its head, relation and tail in the "
+                                        rf"train split, so there is nothing to rank"):
+        load_dataset(folder, use_cache=False)

@@ -13,7 +13,7 @@ from kgtuner.data.load import load_dataset
 from kgtuner.data.loaders import BUILTIN as BUILTIN_DATASETS
 from kgtuner.data.loaders import write_folder
 from kgtuner.data.subgraph import SAMPLERS, Subgraph, sample_subgraph
-from kgtuner.data.unseen import UNSEEN_POLICIES, UnseenTriplesWarning
+from kgtuner.data.unseen import UNSEEN_POLICIES, DuplicateTriplesWarning, UnseenTriplesWarning
 
 __all__ = [
     "BUILTIN_DATASETS",
@@ -23,6 +23,7 @@ __all__ = [
     "Subgraph",
     "UNSEEN_POLICIES",
     "UnseenTriplesWarning",
+    "DuplicateTriplesWarning",
     "load_dataset",
     "sample_subgraph",
     "write_folder",

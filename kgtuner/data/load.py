@@ -9,7 +9,7 @@ from kgtuner import paths
 from kgtuner.data import cache
 from kgtuner.data.graph import KnowledgeGraph
 from kgtuner.data.loaders import resolve_source
-from kgtuner.data.unseen import check_policy, warn_dropped
+from kgtuner.data.unseen import check_policy, warn_dropped, warn_duplicates
 
 
 def load_dataset(
@@ -43,7 +43,7 @@ def load_dataset(
     source = resolve_source(spec if isinstance(spec, str) else Path(spec), cache_root, ogb_root)
     policy = check_policy(unseen or source.default_unseen)
     slug = source.name
-    options = {"unseen": policy}
+    options = {"unseen": policy, "train": "deduplicated"}  # a cache written before deduplication is not reused
 
     def key() -> str | None:
         files = source.fingerprint_files()
@@ -58,14 +58,14 @@ def load_dataset(
                 kg = KnowledgeGraph.from_arrays(arrays)
                 if len(kg.unseen) and not kg.unseen_counts:  # cached by a version without the counts
                     kg.unseen_counts = {s: int(n) for s, n in meta.get("dropped", {}).items() if int(n)}
-                _warn(kg, meta.get("dropped", {}))
+                _warn(kg, meta.get("dropped", {}), int(meta.get("duplicates", 0)))
                 return kg
-    kg, dropped = source.load(policy)
-    _warn(kg, dropped)
+    kg, notes = source.load(policy)
+    _warn(kg, notes["dropped"], notes["duplicates"])
     if use_cache:
         k = key()
         if k is not None:
-            cache.store(cache_root, slug, k, kg.to_arrays(), {"name": kg.name, "dropped": dropped})
+            cache.store(cache_root, slug, k, kg.to_arrays(), {"name": kg.name, **notes})
     return kg
 
 
@@ -73,6 +73,7 @@ def _source_root(source) -> Path:
     return Path(getattr(source, "folder"))
 
 
-def _warn(kg: KnowledgeGraph, dropped: dict[str, int]) -> None:
+def _warn(kg: KnowledgeGraph, dropped: dict[str, int], duplicates: int) -> None:
+    warn_duplicates(kg.name, duplicates, len(kg.train))
     if dropped:
         warn_dropped(kg.name, dropped, {s: len(kg.split(s)) for s in dropped})

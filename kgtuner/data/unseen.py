@@ -22,6 +22,32 @@ class UnseenTriplesWarning(UserWarning):
     """Valid/test triples with an entity or relation that never occurs in train were dropped from ranking."""
 
 
+class DuplicateTriplesWarning(UserWarning):
+    """The training split listed some triples more than once; each is kept once."""
+
+
+def dedupe(triples: np.ndarray, num_entities: int, num_relations: int) -> tuple[np.ndarray, int]:
+    """``triples`` with repeated rows removed (first occurrence kept, order preserved), and how many went."""
+    if len(triples) < 2:
+        return triples, 0
+    key = (triples[:, 0] * num_relations + triples[:, 1]) * num_entities + triples[:, 2]  # < 2**63 for OGB sizes
+    _, first = np.unique(key, return_index=True)
+    if len(first) == len(triples):
+        return triples, 0
+    return triples[np.sort(first)], len(triples) - len(first)
+
+
+def require_rankable(name: str, train: np.ndarray, splits: dict[str, np.ndarray], num_entities: int,
+                     num_relations: int) -> None:
+    """DataError when a non-empty valid/test split has no triple whose head, relation and tail occur in train:
+    every rank would be of untrained embeddings (and a search would pick its answer on noise)."""
+    for split, triples in splits.items():
+        if len(triples) and not seen_mask(train, triples, num_entities, num_relations).any():
+            raise DataError(
+                f"{name}: none of the {len(triples)} {split} triples has its head, relation and tail in the train "
+                f"split, so there is nothing to rank; check that the {split} file belongs to this dataset's train file")
+
+
 def check_policy(policy: str) -> str:
     if policy not in UNSEEN_POLICIES:
         raise DataError(f"unseen={policy!r} is not a known policy; expected one of {list(UNSEEN_POLICIES)}")
@@ -61,19 +87,34 @@ def build_graph(name: str, policy: str, entities, relations, triples: dict[str, 
                 candidates: dict | None = None, **extras):
     """A ``KnowledgeGraph`` of ``triples`` (train/valid/test) with ``policy`` applied to valid/test.
 
-    OGB candidate rows are dropped together with their triples. Returns ``(kg, counts)``, counts
-    being the dropped triples per split (empty when nothing was dropped).
+    Repeated training triples are kept once (``notes["duplicates"]`` counts the removed ones); a valid or
+    test split with no rankable triple is a DataError. OGB candidate rows are dropped together with their
+    triples. Returns ``(kg, notes)``: ``notes["dropped"]`` is the dropped triples per split (empty when
+    nothing was dropped).
     """
     from kgtuner.data.graph import KnowledgeGraph
 
+    train, duplicates = dedupe(triples["train"], len(entities), len(relations))
     evals = {s: triples[s] for s in ("valid", "test")}
-    masks, dropped, counts = apply_policy(name, policy, triples["train"], evals, len(entities), len(relations))
+    require_rankable(name, train, evals, len(entities), len(relations))
+    masks, dropped, counts = apply_policy(name, policy, train, evals, len(entities), len(relations))
     if len(dropped) and candidates:
         candidates = {s: {k: v[masks[s]] for k, v in c.items()} for s, c in candidates.items()}
-    kg = KnowledgeGraph(name, entities, relations, triples["train"], evals["valid"][masks["valid"]],
+    kg = KnowledgeGraph(name, entities, relations, train, evals["valid"][masks["valid"]],
                         evals["test"][masks["test"]], candidates=candidates or None, unseen=dropped,
                         unseen_counts=counts if len(dropped) else None, **extras)
-    return kg, (counts if len(dropped) else {})
+    return kg, {"dropped": counts if len(dropped) else {}, "duplicates": duplicates}
+
+
+def warn_duplicates(name: str, duplicates: int, train_size: int) -> None:
+    """The warning for repeated training triples (emitted on every load, cached or not)."""
+    if duplicates:
+        warnings.warn(
+            f"{name}: the train split lists {duplicates} triples more than once; each is kept once "
+            f"({train_size} distinct training triples)",
+            DuplicateTriplesWarning,
+            stacklevel=4,
+        )
 
 
 def warn_dropped(name: str, counts: dict[str, int], sizes: dict[str, int]) -> None:

@@ -18,7 +18,9 @@ class Source(Protocol):
 
     def fingerprint_files(self) -> list[Path] | None: ...
 
-    def load(self, unseen: str) -> tuple[KnowledgeGraph, dict[str, int]]: ...
+    def load(self, unseen: str) -> tuple[KnowledgeGraph, dict]:
+        """(graph, notes): notes["dropped"] = unseen triples dropped per split, notes["duplicates"] = repeated train triples removed."""
+        ...
 
 
 def _demo(cache_root: Path, ogb_root: Path | None) -> Source:

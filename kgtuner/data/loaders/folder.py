@@ -40,7 +40,7 @@ class FolderSource:
     def fingerprint_files(self) -> list[Path]:
         return [split_file(self.folder, s) for s in SPLITS]
 
-    def load(self, unseen: str) -> tuple[KnowledgeGraph, dict[str, int]]:
+    def load(self, unseen: str) -> tuple[KnowledgeGraph, dict]:
         tables = {s: read_split(split_file(self.folder, s)) for s in SPLITS}
         entities, relations, triples = encode_splits(tables)
         return build_graph(self.name, unseen, entities, relations, triples)

@@ -98,7 +98,7 @@ class OGBSource:
             return None
         return [self.release, *files]
 
-    def load(self, unseen: str) -> tuple[KnowledgeGraph, dict[str, int]]:
+    def load(self, unseen: str) -> tuple[KnowledgeGraph, dict]:
         if self.folder.is_dir() and not self.release.is_file():
             raise DataError(
                 f"{self.folder}: exists but lacks {self.release.name}, so ogb would ask whether to delete it; "
@@ -125,7 +125,7 @@ class OGBSource:
         return self._untyped(graph, split, unseen)
 
     # ---------------------------------------------------------------------------------- biokg
-    def _typed(self, graph: dict, split: dict, unseen: str) -> tuple[KnowledgeGraph, dict[str, int]]:
+    def _typed(self, graph: dict, split: dict, unseen: str) -> tuple[KnowledgeGraph, dict]:
         type_names = sorted(graph["num_nodes_dict"])
         sizes = np.array([int(graph["num_nodes_dict"][t]) for t in type_names], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(sizes)])
@@ -155,7 +155,7 @@ class OGBSource:
         return self._build(entities, relations, triples, candidates, unseen, entity_types, type_names)
 
     # -------------------------------------------------------------------------------- wikikg2
-    def _untyped(self, graph: dict, split: dict, unseen: str) -> tuple[KnowledgeGraph, dict[str, int]]:
+    def _untyped(self, graph: dict, split: dict, unseen: str) -> tuple[KnowledgeGraph, dict]:
         entities = np.arange(int(graph["num_nodes"])).astype(str)
         triples, candidates = {}, {}
         for name, part in split.items():

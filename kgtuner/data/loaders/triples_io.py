@@ -1,7 +1,9 @@
 """Reading one split file (tab-separated text or Parquet) into a 3-column Arrow table.
 
 The fast path parses with ``pyarrow``; when it rejects a file, a line-by-line scan runs only to name
-the file and line at fault. Every error is a :class:`~kgtuner.errors.DataError`.
+the file and line at fault. Every error is a :class:`~kgtuner.errors.DataError`. Whitespace around a
+name (``"uk "``, spaces around the tabs) is stripped, as every peer loader does, so ``"uk "`` and
+``"uk"`` are one entity; a field that is only whitespace is an error naming its line.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def _read_text(path: Path) -> pa.Table:
         )
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         _raise_text_error(path, str(exc))
+    table = pa.table({c: _strip_names(table[c]) for c in COLUMNS})
     if any(_has_empty(table[c]) for c in COLUMNS):
         _raise_text_error(path, "empty field")
     return table
@@ -78,9 +81,24 @@ def _raise_text_error(path: Path, arrow_message: str) -> None:
                     f"got {len(fields)}: {text[:200]!r}"
                 )
             for name, value in zip(COLUMNS, fields):
-                if value == "":
+                if value.strip() == "":
                     raise DataError(f"{path}, line {lineno}: empty {name} field; expected a non-empty name: {text[:200]!r}")
     raise DataError(f"{path}: cannot be read as tab-separated triples ({arrow_message})")
+
+
+def _strip_names(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``column`` with whitespace stripped around every name; untouched (no copy) when there is none.
+
+    Only the dictionaries are stripped: two names that become equal ("uk " and "uk") stay two dictionary
+    entries, and the vocabulary (kgtuner.data.vocab) maps both to one id."""
+    chunks, changed = [], False
+    for chunk in column.chunks:
+        trimmed = pc.utf8_trim_whitespace(chunk.dictionary)
+        if len(trimmed) and not pc.all(pc.equal(trimmed, chunk.dictionary)).as_py():
+            chunk = pa.DictionaryArray.from_arrays(chunk.indices, trimmed)
+            changed = True
+        chunks.append(chunk)
+    return pa.chunked_array(chunks, type=column.type) if changed else column
 
 
 def _has_empty(column: pa.ChunkedArray) -> bool:
@@ -108,7 +126,7 @@ def _read_parquet(path: Path) -> pa.Table:
             col = col.cast(pa.int64())
             bad = pc.less(col, 0)
         elif pa.types.is_string(value_type) or pa.types.is_large_string(value_type):
-            col = col.cast(NAMES) if col.type != NAMES else col
+            col = _strip_names(col.cast(NAMES) if col.type != NAMES else col)
             bad = pa.chunked_array(
                 [pc.equal(pc.take(ch.dictionary, ch.indices), "") if _has_empty(pa.chunked_array([ch]))
                  else pa.array(np.zeros(len(ch), bool)) for ch in col.chunks], type=pa.bool_())

@@ -48,12 +48,12 @@ def leave_job_working_dir(cfg: DictConfig, run_dir: str | os.PathLike) -> Path |
 
     Ray replaces that copy (delete, unpack again) when another node that shares the Ray temp dir
     unpacks the job's package, which leaves the driver in a deleted directory (see
-    :func:`kgtuner.tune.ray_cluster.job_working_dir`; torch's oneMKL then aborts the driver at its
+    :func:`kgtuner.cluster.ray_cluster.job_working_dir`; torch's oneMKL then aborts the driver at its
     first ``import torch``). So: the run directory must lie outside the copy (Ray also deletes the copy
     after the job), relative path settings are made absolute first (paths into the copy stay valid),
     and the driver continues in the run directory. Returns the copy left, or None (nothing to do).
     """
-    from kgtuner.tune.ray_cluster import job_working_dir
+    from kgtuner.cluster.ray_cluster import job_working_dir
 
     copy = job_working_dir()
     if copy is None:

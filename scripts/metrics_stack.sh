@@ -58,7 +58,7 @@ start() {
   fi
   local dash_dir="$session/metrics/grafana/dashboards"
   mkdir -p "$dash_dir"
-  "$python" -m kgtuner.tune.metrics >"$dash_dir/kgtuner_grafana_dashboard.json"
+  "$python" -m kgtuner.cluster.metrics >"$dash_dir/kgtuner_grafana_dashboard.json"
   if alive "$state/grafana.pid"; then
     echo "Grafana already running (pid $(cat "$state/grafana.pid"))"
   else

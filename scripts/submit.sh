@@ -55,10 +55,10 @@ if [[ -z "$local_python" ]]; then
   if [[ -x "$repo/.venv/bin/python" ]]; then local_python="$repo/.venv/bin/python"; else local_python="python3"; fi
 fi
 
-# runtime_env: kgtuner's worker env vars + a SIGINT stop (kgtuner.tune.ray_cluster.runtime_env_for_job).
+# runtime_env: kgtuner's worker env vars + a SIGINT stop (kgtuner.cluster.ray_cluster.runtime_env_for_job).
 runtime_env="$(PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$local_python" -c '
 import json, sys
-from kgtuner.tune.ray_cluster import runtime_env_for_job
+from kgtuner.cluster.ray_cluster import runtime_env_for_job
 print(json.dumps(runtime_env_for_job(stop_wait_s=int(sys.argv[1]))))' "$stop_wait")"
 
 # The driver attaches to the cluster it runs on by itself (Ray sets RAY_ADDRESS for a job's driver).

@@ -18,8 +18,7 @@ import pytest
 
 from answer_helpers import check_answer_model
 from kgtuner.errors import ConfigError
-from kgtuner.tune.answer_model import (RECORD_FILE, answer_strategy, final_checkpoint, final_record,
-                                       keep_threshold, parse_keep)
+from kgtuner.tune.answer_model import RECORD_FILE, final_checkpoint, final_record, keep_threshold, parse_keep
 
 KEEP = 2
 
@@ -64,11 +63,13 @@ def test_final_checkpoint_record_and_restore(tmp_path):
 
 
 def test_strategy_names_the_search_and_stage():
+    from kgtuner.tune.strategies.one_stage import OneStage
+
     class Settings:
-        search_name, two_stage, top_k = "random", False, 10
+        search_name, options = "random", None
         search = {"name": "random"}
 
-    strategy = answer_strategy(Settings, {"stage": 1, "trial_id": "x"}, early_stopped=True)
+    strategy = OneStage(Settings).describe_answer({"stage": 1, "trial_id": "x"}, {}, early_stopped=True)
     assert strategy["search"] == "random" and strategy["stage"] == 1 and strategy["early_stopped"] is True
     assert "one-stage random search" in strategy["description"] and "ASHA" in strategy["description"]
 

@@ -1,10 +1,9 @@
-"""Early stopping within a stage (search.early_stop=asha): the per-stage ASHA wrapper, RF+BORE's
+"""Early stopping within a stage (search.early_stop=asha): the per-stage ASHA scheduler, RF+BORE's
 low-fidelity observations, StagedSearcher's ranking, trials.parquet's ``rung``, config validation,
 and one end-to-end run with 8 logical GPUs."""
 
 from __future__ import annotations
 
-import functools
 import json
 import pickle
 import subprocess
@@ -16,17 +15,16 @@ import pandas as pd
 import pytest
 import yaml
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+from tune_helpers import Recorder
 
 from kgtuner.errors import ConfigError
 from kgtuner.search import RandomSearcher, RFBORESearcher, load_space
 from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
-from kgtuner.tune import context
-from kgtuner.tune.budget import BudgetClock
+from kgtuner.tune import events
 from kgtuner.tune.early_stop import AshaSettings, StagedASHAScheduler, parse_early_stop
 from kgtuner.tune.results import ResultsStore, make_row
-from kgtuner.tune.searchers import _expand, _stage2_searcher
 from kgtuner.tune.settings import ExperimentSettings
-from kgtuner.tune.stage_searcher import StagedSearcher
+from kgtuner.tune.strategies.kgtuner import make_staged_searcher
 
 REPO = Path(__file__).resolve().parents[1]
 STOP, CONTINUE = TrialScheduler.STOP, TrialScheduler.CONTINUE
@@ -38,24 +36,16 @@ class FakeTrial:
         self.trial_id, self.config = trial_id, {"stage": stage}
 
 
-class LiveCoordinator:
-    """What the scheduler and the searcher need of the live coordinator: early-stop records, a clock."""
-
-    def __init__(self):
-        self.early_stopped: dict[str, dict] = {}
-        self.t = 0.0
-        self.clock = BudgetClock(timer=lambda: self.t)
-
-    def on_trial_early_stopped(self, trial_id, rung, step):
-        self.early_stopped[trial_id] = {"rung": rung, "step": step}
-
-
 @pytest.fixture
 def live():
-    rec = LiveCoordinator()
-    context.activate(rec)
+    rec = Recorder()
+    events.activate(rec)
     yield rec
-    context.deactivate(rec)
+    events.deactivate(rec)
+
+
+def _stops(live) -> dict:
+    return {tid: {"rung": e.rung, "step": e.step} for tid, e in live.early_stopped.items()}
 
 
 def _report(sched, trial, step, mrr, **extra):
@@ -77,8 +67,8 @@ def test_one_asha_per_stage_with_rungs_from_the_stage_controls(live):
     assert _report(sched, b, 50, 0.05) == CONTINUE      # first at stage 2's rung: stage-1 values do not count
     assert _report(sched, c, 25, 0.10) == STOP          # behind a at stage 1's rung 25
     assert sched.stopped == {"c": {"stage": 1, "rung": 25, "step": 25, "value": 0.10}}
-    assert live.early_stopped == {"c": {"rung": 25, "step": 25}}
-    assert context.early_stop_of("c") == {"rung": 25, "step": 25} and context.early_stop_of("a") is None
+    assert _stops(live) == {"c": {"rung": 25, "step": 25}}
+    assert events.early_stop_of("c") == events.TrialEarlyStopped("c", 25, 25) and events.early_stop_of("a") is None
     assert _report(sched, a, 50, 0.55) == CONTINUE      # between rungs
     assert sched.stopped_summary() == {1: {25: 1}}
     assert "stage 1" in sched.debug_string() and "stage 2" in sched.debug_string()
@@ -99,7 +89,7 @@ def test_never_stops_at_max_t_nor_on_a_done_report(live):
     assert plain.on_trial_result(None, b, {"step": 100, "valid_mrr": 0.1}) == STOP
     assert _report(sched, b, 100, 0.1) == CONTINUE
     assert _report(sched, c, 25, 0.0, done=True) == CONTINUE  # a final report is never stopped
-    assert sched.stopped == {} and live.early_stopped == {}
+    assert sched.stopped == {} and _stops(live) == {}
     # NaN (no validation yet) and unknown stages are left alone
     assert _report(sched, c, 25, float("nan")) == CONTINUE
     d = FakeTrial("d", 7)
@@ -113,7 +103,7 @@ def test_scheduler_survives_pickling_and_forgets_finished_trials(live):
     _report(sched, a, 25, 0.5)
     sched.on_trial_complete(None, a, {"step": 25, "valid_mrr": 0.5, "done": True})
     sched.on_trial_error(None, b)
-    assert sched._stage_of == {}
+    assert sched.tracked == {}
     copy = pickle.loads(pickle.dumps(sched))  # Tune pickles the scheduler with the Tuner
     c = FakeTrial("c", 1)
     copy.on_trial_add(None, c)
@@ -172,12 +162,8 @@ def test_an_all_early_stopped_history_is_not_model_ready():
 
 # ---------------------------------------------------------------------------------- StagedSearcher
 def _staged(space):
-    stage1 = RFBORESearcher(space, metric="valid_mrr", mode="max", seed=0, max_concurrent=8, **FAST)
-    return StagedSearcher(
-        stage1, two_stage=True, top_k=3, max_concurrent=8, stage1_end_s=10, end_s=20,
-        stage2_factory=functools.partial(_stage2_searcher, search_cfg={"name": "kgtuner"}, space=space,
-                                         max_concurrent=8, seed=1),
-        expand=functools.partial(_expand, space=space))
+    return make_staged_searcher({"name": "kgtuner", "searcher": FAST}, space, slots=8, seed=0, top_k=3,
+                                stage1_end_s=10, end_s=20, grace_s=1.0)
 
 
 def test_staged_searcher_passes_asha_stops_as_low_fidelity_and_ranks_them_last(live):
@@ -187,7 +173,7 @@ def test_staged_searcher_passes_asha_stops_as_low_fidelity_and_ranks_them_last(l
     s.on_trial_complete("ok1", {"valid_mrr": 0.2, "trial_status": "ok"})
     s.on_trial_complete("ok2", {"valid_mrr": 0.1, "trial_status": "stopped"})  # stage deadline: fully trained
     for tid, rung in (("es1", 25), ("es2", 100)):
-        live.on_trial_early_stopped(tid, rung, rung)  # what the scheduler does before Tune completes the trial
+        events.notify(events.TrialEarlyStopped(tid, rung, rung))  # the scheduler, before Tune completes the trial
         s.on_trial_complete(tid, {"valid_mrr": 0.9})  # Tune passes the last validation report
     inner = s.inner1
     assert sorted(r for _, r in inner.early_stopped_observations()) == [25, 100]
@@ -251,6 +237,7 @@ def test_conf_defaults_and_asha_parses():
     assert ExperimentSettings.from_config(_cfg(paper)).early_stop_settings() is None
     on = ExperimentSettings.from_config(_cfg(asha))
     assert on.two_stage and on.early_stop_settings() == AshaSettings(4.0, 1)
+    assert on.strategy_class.names == ("kgtuner_asha",) and ExperimentSettings.from_config(_cfg(paper)).two_stage
     doc = _composed_search("rf_bore")
     assert doc["early_stop"] is None and doc["asha"] == {"reduction_factor": 4, "grace_validations": 1}
     assert ExperimentSettings.from_config(_cfg({**doc, "early_stop": "asha"})).early_stop_settings() == \
@@ -280,6 +267,28 @@ def test_parse_early_stop_alone():
     assert parse_early_stop({"name": "kgtuner"}, STAGES) is None
     assert parse_early_stop({"name": "kgtuner_asha", "early_stop": "asha", "asha": {"reduction_factor": 3}},
                             STAGES).reduction_factor == 3.0
+
+
+def test_rungs_follow_rays_asha_rule():
+    """The scheduler keeps its own rungs through the public TrialScheduler API; its decisions are those of
+    Ray's ASHAScheduler (one bracket, stop_last_trials=False) below max_t."""
+    rng = np.random.default_rng(0)
+    ours = StagedASHAScheduler({1: {"max_steps": 400, "valid_every": 10}}, AshaSettings(3, 1))
+    ray_asha = ASHAScheduler(time_attr="step", metric="valid_mrr", mode="max", max_t=400, grace_period=10,
+                             reduction_factor=3, brackets=1, stop_last_trials=False)
+    trials = [FakeTrial(f"t{i}", 1) for i in range(30)]
+    for t in trials:
+        ours.on_trial_add(None, t)
+        ray_asha.on_trial_add(None, t)
+    alive = set(range(30))
+    for step in range(10, 400, 10):
+        for i in sorted(alive):
+            result = {"step": step, "valid_mrr": float(rng.random())}
+            a, b = ours.on_trial_result(None, trials[i], dict(result)), ray_asha.on_trial_result(None, trials[i], result)
+            assert a == b, (i, step)
+            if a == STOP:
+                alive.discard(i)
+    assert ours.rungs(1) == [10, 30, 90, 270] and len(ours.stopped) == 30 - len(alive) > 0
 
 
 # ---------------------------------------------------------------------------------- end to end

@@ -17,18 +17,19 @@ from tune_helpers import Recorder, set_dotted
 from kgtuner.data import load_dataset
 from kgtuner.errors import ConfigError
 from kgtuner.search import load_space, make_searcher
-from kgtuner.tune import context
-from kgtuner.tune.budget import Budget, BudgetClock
-from kgtuner.tune.grash import (
+from kgtuner.tune import events
+from kgtuner.tune.budget import Budget
+from kgtuner.tune.settings import ExperimentSettings
+from kgtuner.tune.strategies.grash import (
+    GraSH,
     GraSHConfig,
     GraSHPlan,
+    GraSHSearcher,
     configs_for_trials,
     fidelities,
     round_sizes,
     round_steps,
 )
-from kgtuner.tune.grash_searcher import GraSHSearcher
-from kgtuner.tune.settings import ExperimentSettings
 
 REPO = Path(__file__).resolve().parents[1]
 META = ("stage", "trial_index")
@@ -85,7 +86,7 @@ def _settings(**over):
 def test_plan_samples_growing_subgraphs_and_sizes_steps():
     settings = _settings()
     full = load_dataset("demo")
-    plan = GraSHPlan.build(settings, full)
+    plan = GraSHPlan.build(settings.options, full, max_steps=settings.trial.stage2.max_steps, seed=settings.seed)
     shares = [r.fidelity.graph_share for r in plan.rounds]
     entities = [r.graph.num_entities for r in plan.rounds]
     steps = [r.max_steps for r in plan.rounds]
@@ -96,14 +97,20 @@ def test_plan_samples_growing_subgraphs_and_sizes_steps():
     for r in plan.rounds:
         assert r.max_steps == round_steps(300, r.fidelity.epoch_share, len(r.graph.train), len(full.train))
     assert "pagerank-0.25" in plan.rounds[0].graph.name
-    specs = plan.stage_specs(BudgetClock(), settings.budget, {"max_steps": 300, "valid_every": 50, "patience": 2})
+    specs = plan.stage_specs(settings.budget, {"max_steps": 300, "valid_every": 50, "patience": 2})
     assert sorted(specs) == [1, 2, 3]
-    assert [specs[i]["controls"]["max_steps"] for i in (1, 2, 3)] == steps
-    assert all(specs[i]["controls"]["valid_every"] == min(50, steps[i - 1]) for i in (1, 2, 3))
-    ends = [specs[i]["deadline_unix"] for i in (1, 2, 3)]
-    assert ends[1] - ends[0] == pytest.approx(20.0, abs=0.5) and ends[2] - ends[1] == pytest.approx(20.0, abs=0.5)
-    assert all("validate_on_stop" not in specs[i] for i in (1, 2, 3))  # one rule for every search (trainable)
+    assert [specs[i].controls["max_steps"] for i in (1, 2, 3)] == steps
+    assert all(specs[i].controls["valid_every"] == min(50, steps[i - 1]) for i in (1, 2, 3))
+    assert [specs[i].end_s for i in (1, 2, 3)] == pytest.approx([20.0, 40.0, 60.0])
+    assert [specs[i].graph_key for i in (1, 2, 3)] == [r.key for r in plan.rounds]
     assert len(plan.graphs()) == 3
+    # the strategy declares the same stages, and the rounds' graphs
+    strategy = settings.make_strategy()
+    assert isinstance(strategy, GraSH)
+    strategy.prepare(full)
+    assert {k: v.controls["max_steps"] for k, v in strategy.stages().items()} == {1: steps[0], 2: steps[1], 3: steps[2]}
+    assert strategy.answer_stage() == 3 and set(strategy.graphs()) == set(plan.graphs())
+    assert [strategy.stage_gauge(i) for i in (1, 2, 3)] == [1, 1, 2]
 
 
 # ----------------------------------------------------------------------------- settings validation
@@ -124,7 +131,7 @@ def test_settings_reject_bad_grash_values_naming_the_key(key, value, fragment):
 
 def test_settings_accept_grash_and_check_the_trial_budget():
     s = _settings(**{"budget.seconds": None, "budget.trials": 21})
-    assert not s.two_stage and GraSHConfig.from_search(s.search, s.budget).initial_configs(s.budget) == 16
+    assert not s.two_stage and s.options.initial_configs(s.budget) == 16
     with pytest.raises(ConfigError, match="budget.trials=2"):
         _settings(**{"budget.seconds": None, "budget.trials": 2})
     fixed = _settings(**{"search.num_configs": 9})
@@ -142,7 +149,8 @@ def test_the_grash_group_composes_with_its_documented_defaults():
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["search=grash", "search.eta=3"])
     s = ExperimentSettings.from_config(cfg)
-    grash = GraSHConfig.from_search(s.search, s.budget)
+    grash = s.options
+    assert isinstance(grash, GraSHConfig) and s.space["name"] == "full"
     assert not s.two_stage and s.search_name == "grash"
     assert (grash.rounds, grash.eta, grash.num_configs, grash.variant, grash.subgraph_sampler) == (
         3, 3, None, "combined", "pagerank")
@@ -152,9 +160,17 @@ def test_the_grash_group_composes_with_its_documented_defaults():
 @pytest.fixture
 def live():
     rec = Recorder()
-    context.activate(rec)
+    events.activate(rec)
     yield rec
-    context.deactivate(rec)
+    events.deactivate(rec)
+
+
+def _rounds(live) -> list:
+    return [("round", e.stage, e.configs, e.previous) for e in live.of(events.RoundStarted)]
+
+
+def _finished(live) -> bool:
+    return bool(live.of(events.SearchFinished))
 
 
 @pytest.fixture(scope="module")
@@ -219,17 +235,17 @@ def test_rounds_run_n_then_the_top_n_over_eta(live, space):
     r0, _ = drive.run_round(1, score0)
     assert len(r0) == 16 and all(c["stage"] == 1 for c in r0.values())
     assert [c["trial_index"] for c in r0.values()] == list(range(16))
-    assert ("round", 2, 4, 16) in live.events
+    assert ("round", 2, 4, 16) in _rounds(live)
     ranked = sorted(range(16), key=lambda k: (-(scores[k] if scores[k] is not None else -math.inf), k))
     expected = [_hp(list(r0.values())[k]) for k in ranked[:4]]
     r1, _ = drive.run_round(2, lambda k: [0.2, 0.9, 0.5, None][k])
     assert [c["stage"] for c in r1.values()] == [2] * 4
     assert [_hp(c) for c in r1.values()] == expected  # exactly the top ceil(16/4) = 4, best first
-    assert ("round", 3, 1, 4) in live.events
+    assert ("round", 3, 1, 4) in _rounds(live)
     r2, last = drive.run_round(3, lambda k: 0.5)
     assert [c["stage"] for c in r2.values()] == [3]
     assert _hp(next(iter(r2.values()))) == expected[1]  # the 0.9 of round 2
-    assert last == Searcher.FINISHED and "finished" in live.events
+    assert last == Searcher.FINISHED and _finished(live)
     assert s.suggest("z") == Searcher.FINISHED
 
 
@@ -257,7 +273,7 @@ def test_timed_round_one_draws_until_its_deadline_and_ranks_running_trials(live,
     assert s.suggest("f") is None  # e has not reported yet: wait for it
     s.on_trial_complete("e", {"valid_mrr": 0.5, "trial_status": "stopped"})
     nxt = [s.suggest("g"), s.suggest("h"), s.suggest("i")]
-    assert ("round", 2, 2, 5) in live.events  # ceil(5 / 4) = 2 of the 5 round-1 trials
+    assert ("round", 2, 2, 5) in _rounds(live)  # ceil(5 / 4) = 2 of the 5 round-1 trials
     assert [_hp(c) for c in nxt[:2]] == [_hp(first["c"]), _hp(first["e"])] and nxt[2] is None
     assert all(c["stage"] == 2 for c in nxt[:2])
     live.timer.t = 31.0
@@ -271,24 +287,23 @@ def test_a_round_whose_window_passed_ends_the_search(live, space):
     s.on_trial_complete("a", {"valid_mrr": 0.4, "trial_status": "stopped"})
     s.on_trial_complete("b", None, error=True)
     assert s.suggest("c") == Searcher.FINISHED and s.round == 1
-    assert "finished" in live.events and not any(e[0] == "impossible" for e in live.events if isinstance(e, tuple))
+    assert _finished(live) and not live.of(events.SearchFailed) and live.of(events.RoundSkipped)
     # nothing ever reported a metric: the search ends with an error instead of an answer
     bad = _searcher(space, n=None, round_ends=[10, 20, 30], end_s=30)
     bad.suggest("a")
     live.timer.t = 25.0
     bad.on_trial_complete("a", {"valid_mrr": float("nan"), "trial_status": "stopped"})
     assert bad.suggest("b") == Searcher.FINISHED
-    assert any(isinstance(e, tuple) and e[0] == "impossible" for e in live.events)
+    assert live.of(events.SearchFailed)
 
 
 def test_the_experiment_searcher_is_built_from_the_settings(space):
     from kgtuner.search import RandomSearcher
-    from kgtuner.tune.searchers import make_staged_searcher
 
-    timed = make_staged_searcher(_settings(), space, 2)
+    timed = _settings().make_strategy().searcher(space, 2)
     assert isinstance(timed, GraSHSearcher) and isinstance(timed.initial, RandomSearcher)
     assert timed.planned[0] is None and timed.round_ends == pytest.approx([20, 40, 60]) and timed.max_concurrent == 2
-    counted = make_staged_searcher(_settings(**{"budget.seconds": None, "budget.trials": 21, "search.eta": 4}), space, 2)
+    counted = _settings(**{"budget.seconds": None, "budget.trials": 21, "search.eta": 4}).make_strategy().searcher(space, 2)
     assert counted.planned[0] == 16 and all(math.isinf(e) for e in counted.round_ends)
 
 

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from kgtuner.errors import ConfigError
 from kgtuner.launch import leave_job_working_dir
-from kgtuner.tune.ray_cluster import job_working_dir
+from kgtuner.cluster.ray_cluster import job_working_dir
 
 JOB_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 

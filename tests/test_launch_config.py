@@ -25,7 +25,8 @@ def _compose(*overrides):
 def test_default_config_is_the_cpu_demo():
     s = ExperimentSettings.from_config(_compose())
     assert s.data["name"] == "demo" and s.model_name == "complex" and s.two_stage
-    assert s.budget.seconds <= 150 and s.subgraph_ratio == 0.2 and s.top_k == 10
+    assert s.budget.seconds <= 150 and s.options.subgraph_ratio == 0.2 and s.options.top_k == 10
+    assert s.space["name"] == "decoupled"
     assert s.cluster.get("address") is None and s.final_seeds == 0 and s.resume is False
 
 
@@ -72,9 +73,15 @@ def test_a_shortcut_is_its_dataset_preset_with_the_model():
 
 
 def test_baseline_search_groups_compose():
-    for name in ("random", "tpe", "rf_bore"):
+    """The baselines search the full space by default (their conf/search file overrides the space group);
+    the user's own space=... still wins."""
+    for name in ("random", "tpe", "rf_bore", "grash"):
         s = ExperimentSettings.from_config(_compose(f"search={name}"))
-        assert not s.two_stage and s.search_name == name
+        assert not s.two_stage and s.search_name == name and s.space["name"] == "full"
+        assert _compose(f"search={name}", "space=shrunk").space.name == "shrunk"
+        assert _compose(f"search={name}", "space=decoupled").space.name == "decoupled"
+    for name in ("kgtuner", "kgtuner_asha"):
+        assert _compose(f"search={name}").space.name == "decoupled"
 
 
 @pytest.mark.parametrize("override, fragment", [

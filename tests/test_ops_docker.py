@@ -140,7 +140,7 @@ def test_metrics_stack_needs_a_ray_session(tmp_path):
 
 
 def test_grafana_dashboard_queries_the_exported_series():
-    from kgtuner.tune.metrics import METRICS, exported_name, grafana_dashboard
+    from kgtuner.cluster.metrics import METRICS, exported_name, grafana_dashboard
 
     board = grafana_dashboard()
     exprs = " ".join(t["expr"] for p in board["panels"] for t in p["targets"])

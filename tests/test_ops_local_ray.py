@@ -9,8 +9,8 @@ import pytest
 
 from http_helpers import http_get
 
-from kgtuner.tune import metrics as km
-from kgtuner.tune import ray_cluster as rc
+from kgtuner.cluster import metrics as km
+from kgtuner.cluster import ray_cluster as rc
 
 pytestmark = pytest.mark.slow
 

@@ -35,7 +35,7 @@ import pytest
 
 from http_helpers import http_get
 
-from kgtuner.tune.ray_cluster import runtime_env_for_job
+from kgtuner.cluster.ray_cluster import runtime_env_for_job
 
 pytestmark = pytest.mark.slow
 

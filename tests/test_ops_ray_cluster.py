@@ -1,4 +1,4 @@
-"""Operations: kgtuner.tune.ray_cluster (connect, dashboard auth, job runtime_env) and kgtuner.tune.metrics."""
+"""Operations: kgtuner.cluster.ray_cluster (connect, dashboard auth, job runtime_env) and kgtuner.cluster.metrics."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import socket
 import pytest
 
 from kgtuner.errors import ConfigError
-from kgtuner.tune import metrics as km
-from kgtuner.tune import ray_cluster as rc
+from kgtuner.cluster import metrics as km
+from kgtuner.cluster import ray_cluster as rc
 
 
 # ----------------------------------------------------------------------------- fast unit tests
@@ -66,10 +66,10 @@ def test_token_source_follows_rays_order(monkeypatch, tmp_path):
 def test_job_env_vars_not_duplicated_inside_a_ray_job(monkeypatch):
     wanted = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "OTHER": "x"}
     monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
-    assert rc._job_env_missing(wanted) == wanted
+    assert rc.job_env_missing(wanted) == wanted
     job = {"runtime_env": {"env_vars": {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}}}
     monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps(job))
-    assert rc._job_env_missing(wanted) == {"OTHER": "x"}
+    assert rc.job_env_missing(wanted) == {"OTHER": "x"}
 
 
 def test_dashboard_port_moves_on_when_taken():
@@ -77,7 +77,7 @@ def test_dashboard_port_moves_on_when_taken():
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        picked = rc._pick_dashboard_port("127.0.0.1", port)
+        picked = rc.pick_dashboard_port("127.0.0.1", port)
     assert picked != port and port < picked < port + 50
 
 
@@ -104,7 +104,7 @@ def test_metrics_are_noops_without_ray_and_best_is_monotone():
     t = km.TrialMetrics("trial_1", stage=2, experiment="unit")
     t.valid_mrr(0.5)
     t.throughput(1234.5)
-    assert km._gauge("stage") is None and not ray.is_initialized()
+    assert km.get_gauge("stage") is None and not ray.is_initialized()
     with pytest.raises(ValueError):
         m.set_stage(3)
     with pytest.raises(ValueError):

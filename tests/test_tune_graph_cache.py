@@ -19,18 +19,20 @@ def _ogb_like() -> KnowledgeGraph:
 
 
 @pytest.fixture(autouse=True)
-def _empty_cache(monkeypatch):
-    monkeypatch.setattr(trainable, "_GRAPH_CACHE", {})
+def _empty_cache():
+    trainable.clear_graph_cache()
+    yield
+    trainable.clear_graph_cache()
 
 
 def test_ogb_graph_gets_no_filter_index():
-    kg, fi = trainable._graph("ogb:50", _ogb_like().to_arrays())
+    kg, fi = trainable.worker_graph("ogb:50", _ogb_like().to_arrays())
     assert fi is None and kg.candidates is not None
     assert not trainable.needs_filter_index(kg)
 
 
 def test_folder_graph_and_subgraph_get_one():
-    kg, fi = trainable._graph("demo:1", load_dataset("demo").to_arrays())
+    kg, fi = trainable.worker_graph("demo:1", load_dataset("demo").to_arrays())
     assert isinstance(fi, FilterIndex) and fi.contains(kg.test).all()
     # a stage-1 subgraph of an OGB graph has no candidates: its validation is filtered ranking
     sub = _ogb_like()

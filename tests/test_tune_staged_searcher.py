@@ -1,35 +1,52 @@
-"""Unit tests of the coordinator's StagedSearcher: stage deadline, switch, top-k expansion, state."""
+"""Unit tests of KGTuner's StagedSearcher and the one-stage searcher: stage deadline, switch, top-k
+expansion, state."""
 
 from __future__ import annotations
 
-import functools
 import pickle
+
+import math
 
 import pytest
 from ray.tune.search import Searcher
 from tune_helpers import Recorder
 
 from kgtuner.search import load_space, make_searcher
-from kgtuner.tune import context
-from kgtuner.tune.searchers import _expand, _stage2_searcher
-from kgtuner.tune.stage_searcher import StagedSearcher
+from kgtuner.tune import events
+from kgtuner.tune.strategies.kgtuner import StagedSearcher, make_staged_searcher
+from kgtuner.tune.strategies.one_stage import OneStageSearcher
 
 
 @pytest.fixture
 def live():
     rec = Recorder()
-    context.activate(rec)
+    events.activate(rec)
     yield rec
-    context.deactivate(rec)
+    events.deactivate(rec)
 
 
-def _searcher(space, top_k=3, two_stage=True, max_concurrent=4, **kw):
-    stage1 = make_searcher({"name": "random"}, space, seed=0, max_concurrent=max_concurrent)
-    return StagedSearcher(
-        stage1, two_stage=two_stage, top_k=top_k, max_concurrent=max_concurrent,
-        stage2_factory=functools.partial(_stage2_searcher, search_cfg={"name": "kgtuner"}, space=space,
-                                         max_concurrent=max_concurrent, seed=1),
-        expand=functools.partial(_expand, space=space), **kw)
+def _searcher(space, top_k=3, max_concurrent=4, stage1_end_s=math.inf, end_s=math.inf, grace_s=math.inf, **kw):
+    searcher = make_staged_searcher({"name": "kgtuner"}, space, slots=max_concurrent, seed=0, top_k=top_k,
+                                    stage1_end_s=stage1_end_s, end_s=end_s, grace_s=grace_s, **kw)
+    # stage 1 by random search here (the strategy's is RF+BORE): fast, and the test does not depend on it
+    searcher.inner1 = make_searcher({"name": "random"}, space, seed=0, max_concurrent=max_concurrent)
+    return searcher
+
+
+def _kinds(live) -> list:
+    out = []
+    for e in live.events:
+        if isinstance(e, events.StageClosed):
+            out.append("stage1_ended")
+        elif isinstance(e, events.StageSwitched):
+            out.append(("switched", len(e.top), len(e.candidates)))
+        elif isinstance(e, events.SwitchGracePassed):
+            out.append(("grace_passed", tuple(e.running)))
+        elif isinstance(e, events.SearchFailed):
+            out.append(("impossible", e.message))
+        elif isinstance(e, events.SearchFinished):
+            out.append("finished")
+    return out
 
 
 @pytest.fixture
@@ -53,14 +70,14 @@ def test_switch_ranks_only_when_every_stage1_trial_has_its_value(live, space):
         s.on_trial_complete(tid, {"valid_mrr": 0.1 * (i + 1), "trial_status": "ok"})
     s.on_trial_result("t2", {"valid_mrr": 0.05})  # t2 still running, low so far; t3 never reported
     live.timer.t = 11.0  # past B/2: stage 1 closes, t2 and t3 are stopping
-    assert s.suggest("s0") is None and s.phase == "switch" and "stage1_ended" in live.events
+    assert s.suggest("s0") is None and s.phase == "switch" and "stage1_ended" in _kinds(live)
     s.on_trial_complete("t2", {"valid_mrr": 0.9, "trial_status": "stopped"})  # its final validation: the best
     live.timer.t = 11.5
     assert s.suggest("s0") is None  # t3 has no value yet
     s.on_trial_complete("t3", {"valid_mrr": 0.25, "trial_status": "stopped"})
     live.timer.t = 12.0
     cfgs2 = [s.suggest(f"s{i}") for i in range(4)]
-    assert ("switched", 3, 12) in live.events and live.switch_wait_s == pytest.approx(1.0)
+    assert ("switched", 3, 12) in _kinds(live) and live.of(events.StageSwitched)[0].wait_s == pytest.approx(1.0)
     assert s.switch_wait_s == pytest.approx(1.0)
     assert all(c["stage"] == 2 and c["batch_size"] in (256, 512) and c["dim"] in (200, 400) for c in cfgs2)
     top = [_strip(configs[t]) for t in ("t2", "t3", "t1")]  # t2 and t3 ended after B/2 and are ranked
@@ -68,7 +85,7 @@ def test_switch_ranks_only_when_every_stage1_trial_has_its_value(live, space):
     assert all(_strip(c) in top for c in cfgs2) and len(s.candidates) == 12
     assert s.suggest("s4") is None  # 4 stage-2 trials running
     live.timer.t = 21.0
-    assert s.suggest("s5") == Searcher.FINISHED and "finished" in live.events
+    assert s.suggest("s5") == Searcher.FINISHED and "finished" in _kinds(live)
 
 
 def test_switch_waits_at_most_the_grace(live, space):
@@ -81,7 +98,7 @@ def test_switch_waits_at_most_the_grace(live, space):
     assert s.suggest("x") is None
     live.timer.t = 12.6
     cfg = s.suggest("x")
-    assert cfg["stage"] == 2 and ("grace_passed", ("b", "c")) in live.events
+    assert cfg["stage"] == 2 and ("grace_passed", ("b", "c")) in _kinds(live)
     assert [_strip(c) for c in s.top] == [_strip(configs["b"]), _strip(configs["a"])]
     assert s.switch_wait_s == pytest.approx(2.1)
 
@@ -115,7 +132,7 @@ def test_no_successful_stage1_trial_ends_the_search(live, space):
     s.on_trial_complete("a", None, error=True)
     live.timer.t = 12
     assert s.suggest("b") == Searcher.FINISHED
-    assert any(isinstance(e, tuple) and e[0] == "impossible" for e in live.events)
+    assert any(isinstance(e, tuple) and e[0] == "impossible" for e in _kinds(live))
 
 
 def test_trial_budget_and_one_stage(live, space):
@@ -126,10 +143,14 @@ def test_trial_budget_and_one_stage(live, space):
     s.on_trial_complete("b", {"valid_mrr": 0.3})
     assert s.suggest("c")["stage"] == 2
     assert s.suggest("d") == Searcher.FINISHED
-    one = _searcher(space, two_stage=False, end_s=5)
+    one = OneStageSearcher(make_searcher({"name": "random"}, space, seed=0), end_s=5, max_concurrent=4)
     assert one.suggest("a")["stage"] == 1
     live.timer.t = 6
     assert one.suggest("b") == Searcher.FINISHED
+    counted = OneStageSearcher(make_searcher({"name": "random"}, space, seed=0), trials=2, max_concurrent=1)
+    assert counted.suggest("a")["trial_index"] == 0 and counted.suggest("b") is None  # 1 running = the cap
+    counted.on_trial_complete("a", {"valid_mrr": 0.1})
+    assert counted.suggest("b")["trial_index"] == 1 and counted.suggest("c") == Searcher.FINISHED
 
 
 def test_save_restore_continues_identically(live, space, tmp_path):
@@ -138,7 +159,18 @@ def test_save_restore_continues_identically(live, space, tmp_path):
         s.suggest(f"t{i}")
         s.on_trial_complete(f"t{i}", {"valid_mrr": 0.1 * i})
     s.save(str(tmp_path / "ckpt"))
-    fresh = pickle.loads(pickle.dumps(_searcher(space, stage1_end_s=10, end_s=20)))
+    fresh = pickle.loads(pickle.dumps(_searcher(space, top_k=5, stage1_end_s=10, end_s=20)))
     fresh.restore(str(tmp_path / "ckpt"))
-    assert fresh.suggested == s.suggested and fresh.stage1_scores == s.stage1_scores
+    assert fresh.suggested == s.suggested and fresh.stage1_scores == s.stage1_scores and fresh.top_k == 3
     assert fresh.suggest("t3") == s.suggest("t3")
+
+
+def test_state_holds_every_field(live, space):
+    """The state is the whole instance (no hand-kept field list to forget one in)."""
+    s = _searcher(space, stage1_end_s=10, end_s=20)
+    s.suggest("a")
+    s.extra_field = {"added": "later"}
+    t = _searcher(space)
+    t.set_state(pickle.loads(pickle.dumps(s.get_state())))
+    assert set(vars(t)) == set(vars(s)) and t.extra_field == {"added": "later"}
+    assert t.running == {"a"} and t.index == 1

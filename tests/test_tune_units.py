@@ -13,7 +13,7 @@ from tune_helpers import FakeTimer, set_dotted
 from kgtuner.errors import ConfigError
 from kgtuner.tune.budget import Budget, BudgetClock
 from kgtuner.tune.plots import best_so_far, plot_search_curve
-from kgtuner.tune.resources import plan_resources
+from kgtuner.cluster.resources import plan_resources
 from kgtuner.tune.results import ResultsStore, make_row, rows_to_frame, summary_table
 from kgtuner.tune.settings import ExperimentSettings, TrialSettings
 
@@ -77,7 +77,7 @@ def _cfg(**over):
 
 def test_settings_accepts_the_defaults():
     s = ExperimentSettings.from_config(_cfg())
-    assert s.two_stage and s.budget.seconds == 60 and s.trial.cpus is None and s.top_k == 10
+    assert s.two_stage and s.budget.seconds == 60 and s.trial.cpus is None and s.options.top_k == 10
     assert not ExperimentSettings.from_config(_cfg(**{"search.name": "random"})).two_stage
 
 
@@ -177,6 +177,26 @@ def test_best_so_far_skips_nan_and_sorts():
     assert list(x) == [1.0, 3.0] and list(y) == [0.1, 0.2]
 
 
+def test_trial_report_round_trips_and_scores():
+    from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
+    from kgtuner.tune.report import TrialReport
+
+    final = TrialReport(stage=2, step=40, valid={"mrr": 0.5, "hits@1": 0.25}, graph="demo", node="n", gpu="0",
+                        done=True, status="stopped", test={"mrr": 0.4}, started_unix=1.0, ended_unix=2.0,
+                        timing={"fit_s": 0.5})
+    flat = final.to_dict()
+    assert flat["valid_mrr"] == 0.5 and flat["trial_status"] == "stopped" and flat["test_mrr"] == 0.4
+    assert flat["fit_s"] == 0.5 and math.isnan(flat["valid_hits@10"]) and flat["error"] == ""
+    back = TrialReport.from_dict({**flat, "time_this_iter_s": 3.0})  # Tune's own keys are ignored
+    assert back == final.replace(error=None) and back.score() == 0.5
+    assert TrialReport.from_dict({"valid_mrr": 0.9, "trial_status": "failed"}).score() is None
+    assert TrialReport.from_dict({"valid_mrr": float("nan")}).score() is None
+    assert TrialReport.from_dict(None).score() is None
+    early = TrialReport(valid={"mrr": 0.3}, early_stop_rung=25).to_dict()
+    assert early[EARLY_STOPPED] is True and early[EARLY_STOP_RUNG] == 25
+    assert TrialReport.from_dict(early).early_stop_rung == 25
+
+
 def test_rows_to_frame_has_documented_column_order():
     frame = rows_to_frame([_row("t0", 1, 0.1)])
     cols = list(frame.columns)
@@ -185,14 +205,15 @@ def test_rows_to_frame_has_documented_column_order():
 
 
 def test_split_config_and_metric_shapes():
-    from kgtuner.tune.trainable import _metric_dict, split_config
+    from kgtuner.tune.report import split_config
+    from kgtuner.tune.trainable import metric_dict
 
     hp, meta = split_config({"lr": 0.1, "dim": 100, "stage": 2, "trial_index": 7})
     assert hp == {"lr": 0.1, "dim": 100} and meta == {"stage": 2, "trial_index": 7}
     flat = {"step": 5, "valid_mrr": 0.5, "valid_hits@1": 0.25, "best_valid_mrr": 0.6}
-    assert _metric_dict(flat, "valid") == {"mrr": 0.5, "hits@1": 0.25}
-    assert _metric_dict({"valid": {"mrr": 0.3, "hits@10": 0.9}}, "valid") == {"mrr": 0.3, "hits@10": 0.9}
-    assert _metric_dict({"step": 1}, "test") is None
+    assert metric_dict(flat, "valid") == {"mrr": 0.5, "hits@1": 0.25}
+    assert metric_dict({"valid": {"mrr": 0.3, "hits@10": 0.9}}, "valid") == {"mrr": 0.3, "hits@10": 0.9}
+    assert metric_dict({"step": 1}, "test") is None
 
 
 def test_run_dir_guards_resume_and_reuse(tmp_path):
@@ -219,7 +240,8 @@ def test_an_answer_from_the_subgraph_is_flagged_loudly(tmp_path):
     from hydra import compose, initialize_config_dir
 
     from kgtuner.paths import CONF_DIR
-    from kgtuner.tune.coordinator import SUBGRAPH_ANSWER_WARNING, Coordinator
+    from kgtuner.tune.coordinator import Coordinator
+    from kgtuner.tune.strategies.kgtuner import SUBGRAPH_ANSWER_WARNING
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         settings = ExperimentSettings.from_config(compose(config_name="config"))

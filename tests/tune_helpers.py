@@ -1,4 +1,4 @@
-"""Test doubles for the coordinator's searchers: a settable timer and a minimal live coordinator."""
+"""Test doubles for the strategies' searchers: a settable timer and a minimal live driver."""
 
 from __future__ import annotations
 
@@ -16,32 +16,31 @@ class FakeTimer:
 
 
 class Recorder:
-    """A minimal live coordinator (``kgtuner.tune.context.activate`` it): a budget clock on a fake timer,
-    and every searcher event it receives in ``events``."""
+    """A minimal live driver (``kgtuner.tune.events.activate`` it): a budget clock on a fake timer, every
+    event it receives in ``events`` (the event objects), and the early stops the scheduler reported."""
 
     def __init__(self):
         self.timer = FakeTimer()
         self.clock = BudgetClock(timer=self.timer)
         self.events = []
+        self.early_stopped = {}
 
-    def on_stage1_ended(self):
-        self.events.append("stage1_ended")
+    def elapsed(self) -> float:
+        return self.clock.elapsed()
 
-    def on_stage_switched(self, top, candidates, wait_s=0.0):
-        self.events.append(("switched", len(top), len(candidates)))
-        self.switch_wait_s = wait_s
+    def notify(self, event) -> None:
+        from kgtuner.tune import events
 
-    def on_switch_grace_passed(self, running, latest):
-        self.events.append(("grace_passed", tuple(running)))
+        self.events.append(event)
+        if isinstance(event, events.TrialEarlyStopped):
+            self.early_stopped[event.trial_id] = event
 
-    def on_round_started(self, round_no, configs, previous):
-        self.events.append(("round", round_no, configs, previous))
+    def early_stop_of(self, trial_id):
+        return self.early_stopped.get(trial_id)
 
-    def on_stage2_impossible(self, message):
-        self.events.append(("impossible", message))
-
-    def on_search_finished(self):
-        self.events.append("finished")
+    def of(self, kind) -> list:
+        """The events of type ``kind`` received so far."""
+        return [e for e in self.events if isinstance(e, kind)]
 
 
 def set_dotted(cfg: dict, overrides: dict) -> dict:

@@ -47,9 +47,10 @@ def _tpe(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
     return ConcurrencyLimiter(searcher, max_concurrent) if max_concurrent else searcher
 
 
-#: name in conf/search/*.yaml -> builder. ``kgtuner`` builds its stage-1 searcher (RF+BORE over
-#: the decoupled space); stage 2 comes from ``make_stage2_searcher``. ``grash`` builds its round-1
-#: random searcher; its rounds are ``kgtuner.tune.grash_searcher.GraSHSearcher``.
+#: searcher kind -> builder. The strategies of ``kgtuner.tune.strategies`` pass their kind (KGTuner:
+#: ``rf_bore`` in stage 1, stage 2 from ``make_stage2_searcher``; GraSH: ``random`` in round 1); the
+#: strategy names stay here so that ``make_searcher(conf/search/<name>.yaml as a dict, space)`` builds
+#: each file's own searcher.
 SEARCHERS: dict[str, Callable[..., Searcher]] = {
     "random": _random,
     "tpe": _tpe,
@@ -61,9 +62,12 @@ SEARCHERS: dict[str, Callable[..., Searcher]] = {
 
 
 def make_searcher(search_cfg: Mapping[str, Any], space: SearchSpace | str, metric: str = "valid_mrr",
-                  mode: str = "max", max_concurrent: int | None = None, seed: int = 0) -> Searcher:
-    """The Ray Tune searcher of ``search_cfg['name']`` over ``space`` (a space or its name)."""
-    name = search_cfg.get("name")
+                  mode: str = "max", max_concurrent: int | None = None, seed: int = 0,
+                  kind: str | None = None) -> Searcher:
+    """The Ray Tune searcher ``kind`` (default: ``search_cfg['name']``) over ``space`` (a space or its name),
+    with ``search_cfg['searcher']`` as its keyword arguments. A search strategy names the searcher it wraps
+    (``kind``: ``random``, ``rf_bore``, ``tpe``), so a new strategy needs no entry here."""
+    name = kind if kind is not None else search_cfg.get("name")
     if name not in SEARCHERS:
         raise ConfigError(f"unknown search {name!r}: choose one of {sorted(SEARCHERS)} (conf/search/*.yaml)")
     return SEARCHERS[name](search_cfg, _as_space(space), metric, mode, max_concurrent, seed)

@@ -1,16 +1,21 @@
-"""KGTuner on Ray Tune: the two-stage coordinator, the trial trainable and the experiment outputs.
+"""KGTuner on Ray Tune: a strategy-agnostic driver, the search strategies, the trial trainable and the outputs.
 
-Modules (the only package that talks to Ray Tune):
+The only package that talks to Ray Tune. Modules by concern:
 
-* ``settings``   -- ``ExperimentSettings.from_config(cfg)``: the launcher config, validated before Ray starts
-* ``budget``     -- ``Budget`` (seconds or trials, stage split, grace) and ``BudgetClock`` (active time only)
-* ``coordinator``-- ``Coordinator(settings, run_dir).run()`` / ``run_experiment``: both stages, resume, outputs
-* ``stage_searcher`` -- ``StagedSearcher``: stage 1 -> switch (top-k expansion) -> stage 2 in one Tune run
-* ``searchers``  -- the space and searchers of an experiment (``kgtuner.search`` factories)
-* ``trainable``  -- ``kgtuner_trial`` (Ray Tune function trainable) and ``make_trainable``
-* ``resources``  -- per-trial resources and concurrent slots (GPU slots, or CPU slots without GPUs)
-* ``results``    -- trials.parquet rows (``ResultsStore``), summary.json, the summary table
-* ``plots``      -- search_curve.png; ``best_config`` -- best_config.yaml for ``python -m kgtuner.train``
-* ``progress``/``context`` -- Tune callback and the live-experiment registry (survive Tune's pickling)
-* ``ray_cluster``/``metrics`` -- starting/attaching Ray with its dashboard; kgtuner's Ray metrics
+* running an experiment: ``settings`` (``ExperimentSettings.from_config(cfg)``, validated before Ray
+  starts), ``coordinator`` (``Coordinator(settings, run_dir).run()`` / ``run_experiment``: persistence,
+  the budget clock, Tune events -> trials.parquet rows, outputs; no strategy-specific code), ``budget``
+  (``Budget``, ``BudgetClock``), ``deadlines`` (stage deadlines through Ray's KV store), ``events``
+  (the typed events and the ``Driver`` protocol the searchers and the scheduler reach the live
+  coordinator through), ``progress`` (the Tune callback feeding the coordinator), ``graphs`` (the
+  ``data`` group's graph);
+* search strategies: ``strategies`` (one module per strategy, found by ``search.name``:
+  ``strategy_class(name)``; ``strategies.base.Strategy`` is the contract, ``strategies.meta.MetaSearcher``
+  the searchers' shared plumbing), ``early_stop`` (ASHA rungs per stage through the public scheduler API);
+* trial execution: ``trainable`` (``kgtuner_trial``, ``make_trainable``), ``report`` (``TrialReport``: the
+  one typed shape of a trial's report);
+* outputs: ``results`` (trials.parquet, summary.json, the summary table), ``plots`` (search_curve.png),
+  ``best_config`` (best_config.yaml), ``answer_model`` (the answer's trained model).
+
+Cluster operations (``ray_cluster``, ``resources``, ``metrics``) are the package :mod:`kgtuner.cluster`.
 """

@@ -192,11 +192,9 @@ class AnswerModels:
                                      checkpoint_score_order="max")
 
     def answer_stage(self, coordinator) -> int:
-        """The stage whose trials can become the answer (KGTuner 2, baselines 1, GraSH its last round)."""
-        grash = getattr(coordinator, "grash", None)
-        if grash is not None:
-            return len(grash.rounds)
-        return 2 if self.settings.two_stage else 1
+        """The stage whose trials can become the answer (the strategy's: KGTuner 2, baselines 1, GraSH its
+        last round)."""
+        return coordinator.strategy.answer_stage()
 
     def trial_args(self, coordinator) -> dict:
         """What the trainable needs (``answer=`` of ``make_trainable``); publishes the current threshold."""
@@ -236,7 +234,7 @@ class AnswerModels:
         row = coordinator.best_row() if best is not None else None
         early = row is not None and row.get("rung") is not None
         if best is not None:
-            best["strategy"] = answer_strategy(self.settings, best, coordinator, early_stopped=early)
+            best["strategy"] = coordinator.strategy.describe_answer(best, coordinator.state, early)
         kept = self._model_checkpoints()
         info: dict[str, Any] = {"keep": self.keep, "models_kept": len(kept), "trial_id": None, "files": []}
         summary["answer_model"] = info
@@ -284,37 +282,10 @@ def _metrics_mismatch(saved: dict | None, recorded: dict | None, tol: float = 1e
     return None
 
 
-def answer_strategy(settings, best: dict, coordinator=None, early_stopped: bool = False) -> dict:
-    """Which search strategy (and which stage of it) produced the answer ``best`` (summary's ``best``)."""
-    name = settings.search_name
-    stage = int(best["stage"])
-    search = dict(settings.search or {})
-    early = bool(early_stopped)
-    grash = getattr(coordinator, "grash", None)
-    if settings.two_stage and stage == 2:
-        searcher = (search.get("stage2_searcher") or {}).get("name", "rf_bore")
-        top = len((getattr(coordinator, "state", None) or {}).get("top") or []) or settings.top_k
-        text = (f"{name} stage 2: {searcher.upper().replace('_', '+')} over the top-{top} stage-1 "
-                "configurations expanded in batch x dim, trained on the full graph")
-    elif settings.two_stage:
-        searcher = (search.get("searcher") or {}).get("name", "rf_bore")
-        text = (f"{name} stage 1 (subgraph): no stage-2 trial finished, so the answer is the best configuration "
-                "found on the subgraph")
-    elif grash is not None:
-        searcher = "successive halving"
-        text = f"GraSH round {stage} of {len(grash.rounds)}: successive halving on growing subgraphs"
-    else:
-        searcher = name
-        text = f"one-stage {name} search over the full space, trained on the full graph"
-    if early:
-        text += "; stopped early by ASHA (no fully trained trial)"
-    return {"search": name, "stage": stage, "searcher": searcher, "early_stopped": early, "description": text}
-
-
 class AnswerCallback(Callback):
     """Tune callback: after every trial, the driver republishes the keep threshold (see the module
     docstring). Stateless -- Tune pickles callbacks into the experiment -- it reaches the live coordinator
-    through :mod:`kgtuner.tune.context`; list it after the callback that records trials."""
+    through :mod:`kgtuner.tune.events`; list it after the callback that records trials."""
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self._republish()
@@ -324,9 +295,9 @@ class AnswerCallback(Callback):
 
     @staticmethod
     def _republish() -> None:
-        from kgtuner.tune import context
+        from kgtuner.tune import events
 
-        coordinator = context.active()
+        coordinator = events.active()
         answer = getattr(coordinator, "answer", None)
         if answer is not None:
             answer.publish(coordinator)

@@ -2,8 +2,9 @@
 
 ``search.early_stop=asha`` adds :class:`StagedASHAScheduler` to the Tune run. Trials report their
 best validation MRR so far (``valid_mrr``) at every validation, at ``step`` = training steps. Each
-stage gets its own :class:`ray.tune.schedulers.ASHAScheduler` (rungs on the stage-1 subgraph and on
-the full graph are not comparable): ``time_attr="step"``, ``max_t`` = the stage's ``max_steps``,
+stage gets its own rungs (rungs on the stage-1 subgraph and on the full graph are not comparable),
+kept here with Ray Tune's ASHA rule (``ray.tune.schedulers.ASHAScheduler``, one bracket) through the
+public ``TrialScheduler`` API only: ``time_attr="step"``, ``max_t`` = the stage's ``max_steps``,
 ``grace_period`` = ``search.asha.grace_validations`` x the stage's ``valid_every``, one bracket,
 ``reduction_factor`` = eta. Rungs sit at ``grace * eta^k`` steps below ``max_t``; a trial reaching a
 rung below the top 1/eta of the values recorded there so far is stopped (the first trial at a rung
@@ -13,8 +14,8 @@ Differences from plain ASHA, on purpose:
 
 * never STOP at or after ``max_t`` (nor on a ``done`` report): the trainable's last validation comes
   at ``step == max_steps`` *before* its final report with the test metrics, which must not be lost;
-* every STOP decision is recorded -- ``stopped[trial_id] = {stage, rung, step, value}`` here and
-  ``context.trial_early_stopped`` for the live coordinator, which records the trial as ``stopped``
+* every STOP decision is recorded -- ``stopped[trial_id] = {stage, rung, step, value}`` here and a
+  :class:`~kgtuner.tune.events.TrialEarlyStopped` event for the live coordinator, which records the trial as ``stopped``
   with its ``rung`` in trials.parquet and tells the searcher (a low-fidelity observation for
   RF+BORE, never a finished MRR).
 
@@ -33,15 +34,16 @@ import pickle
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
+import numpy as np
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from kgtuner.errors import ConfigError
+from kgtuner.tune import events
+from kgtuner.tune.report import METRIC, MODE, TIME_ATTR, TrialReport
+from kgtuner.validation import number
 
 #: ``search.early_stop`` values.
 EARLY_STOPPERS = ("asha",)
-#: Searches whose searchers take an early-stopped trial as a low-fidelity observation
-#: (``kgtuner.search.base.SpaceSearcher``); TPE (Optuna) and others are refused.
-SEARCHES_WITH_EARLY_STOP = ("kgtuner", "kgtuner_asha", "rf_bore", "random")
 ASHA_KEYS = ("reduction_factor", "grace_validations")
 
 
@@ -59,39 +61,23 @@ class AshaSettings:
 def parse_early_stop(search: Mapping[str, Any], stage_controls: Mapping[int, Any]) -> AshaSettings | None:
     """Validate ``search.early_stop`` / ``search.asha`` against the stages' controls.
 
-    ``stage_controls``: stage -> object or mapping with ``max_steps`` and ``valid_every``.
+    ``stage_controls``: stage -> object or mapping with ``max_steps`` and ``valid_every``. Whether a
+    strategy allows early stopping at all is its own ``early_stop_policy``.
     Returns None when early stopping is off; raises ``ConfigError`` naming the key at fault.
     """
     mode = search.get("early_stop")
-    name = search.get("name")
-    off = mode in (None, False, "none", "null")
-    if name == "kgtuner" and not off:
-        raise ConfigError(f"search=kgtuner is the paper's algorithm, without early stopping (search.early_stop="
-                          f"{mode} given); for KGTuner with ASHA early stopping choose search=kgtuner_asha")
-    if name == "kgtuner_asha" and off:
-        raise ConfigError("search=kgtuner_asha is KGTuner with ASHA early stopping, so search.early_stop must "
-                          "stay asha; for the paper's algorithm without early stopping choose search=kgtuner")
-    if off:
+    if mode in (None, False, "none", "null"):
         return None
     if mode not in EARLY_STOPPERS:
         raise ConfigError(f"search.early_stop must be null (off) or one of {list(EARLY_STOPPERS)}, got {mode!r}")
-    if name not in SEARCHES_WITH_EARLY_STOP:
-        raise ConfigError(f"search.early_stop={mode} works with search={'|'.join(SEARCHES_WITH_EARLY_STOP)}, "
-                          f"not search={name}: its searcher cannot take a stopped trial as a low-fidelity "
-                          "observation; drop search.early_stop or choose another search")
     cfg = search.get("asha") or {}
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"search.asha must be a mapping with keys {list(ASHA_KEYS)}, got {cfg!r}")
     unknown = sorted(set(cfg) - set(ASHA_KEYS))
     if unknown:
         raise ConfigError(f"search.asha: unknown key(s) {unknown}; allowed: {list(ASHA_KEYS)}")
-    eta = cfg.get("reduction_factor", 4)
-    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not math.isfinite(eta) or eta <= 1:
-        raise ConfigError(f"search.asha.reduction_factor must be a number > 1 (eta; 4 = 1/gamma), got {eta!r}")
-    grace = cfg.get("grace_validations", 1)
-    if isinstance(grace, bool) or not isinstance(grace, int) or grace < 1:
-        raise ConfigError(f"search.asha.grace_validations must be a whole number >= 1 (validations before the "
-                          f"first rung), got {grace!r}")
+    eta = number("search.asha.reduction_factor", cfg.get("reduction_factor", 4), minimum=1, low_open=True)
+    grace = number("search.asha.grace_validations", cfg.get("grace_validations", 1), integer=True, minimum=1)
     for stage, ctl in stage_controls.items():
         max_steps, valid_every = _controls(ctl)
         if grace * valid_every >= max_steps:
@@ -107,8 +93,46 @@ def _controls(ctl: Any) -> tuple[int, int]:
     return int(get("max_steps")), int(get("valid_every"))
 
 
+class Rungs:
+    """The rungs of one stage: ASHA's one bracket (Ray Tune's rule, ``stop_last_trials=False``).
+
+    Milestones ``grace * eta^k`` up to ``max_t``; a trial reaching a milestone for the first time is
+    recorded there and stopped when its value is below the ``1 - 1/eta`` percentile of the values
+    recorded there before it (the first value at a rung is never stopped)."""
+
+    def __init__(self, grace: float, max_t: float, eta: float):
+        self.eta = float(eta)
+        count = int(np.log(max_t / grace) / np.log(self.eta) + 1)
+        # highest milestone first, like Ray's bracket: a result is checked against the highest one reached
+        self.milestones: list[tuple[float, dict[str, float]]] = [
+            (grace * self.eta ** k, {}) for k in reversed(range(count))]
+
+    def cutoff(self, recorded: dict[str, float]) -> float | None:
+        if not recorded:
+            return None
+        return float(np.nanpercentile(list(recorded.values()), (1 - 1 / self.eta) * 100))
+
+    def on_result(self, trial_id: str, step: float, value: float) -> str:
+        for milestone, recorded in self.milestones:
+            if step >= milestone and trial_id in recorded:
+                break  # the decision at this rung (and the ones below) was made already
+            if step < milestone:
+                continue
+            cutoff = self.cutoff(recorded)
+            recorded[trial_id] = value
+            return TrialScheduler.STOP if cutoff is not None and value < cutoff else TrialScheduler.CONTINUE
+        return TrialScheduler.CONTINUE
+
+    def steps(self) -> list[int]:
+        """Milestones in steps, ascending (first step at which each applies)."""
+        return sorted(math.ceil(m - 1e-9) for m, _ in self.milestones)
+
+    def describe(self) -> str:
+        return " | ".join(f"step {m:g}: cutoff {self.cutoff(r)}" for m, r in reversed(self.milestones))
+
+
 class StagedASHAScheduler(FIFOScheduler):
-    """One ASHA per stage (``trial.config["stage"]``), never stopping a trial at ``max_t``.
+    """One set of ASHA rungs per stage (``trial.config["stage"]``), never stopping a trial at ``max_t``.
 
     Args:
         stage_controls: stage -> ``max_steps``/``valid_every`` (a ``StageControls`` or a mapping).
@@ -118,33 +142,38 @@ class StagedASHAScheduler(FIFOScheduler):
     """
 
     def __init__(self, stage_controls: Mapping[int, Any], settings: AshaSettings | None = None, *,
-                 metric: str = "valid_mrr", mode: str = "max", time_attr: str = "step"):
+                 metric: str = METRIC, mode: str = MODE, time_attr: str = TIME_ATTR):
         super().__init__()
         settings = settings or AshaSettings()
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be max or min, got {mode!r}")
         self.settings = settings
-        self._metric, self._mode, self.time_attr = metric, mode, time_attr
+        self._metric, self._mode, self.time_attr = metric, mode, time_attr  # (TrialScheduler.metric/mode read these)
         self.max_t: dict[int, int] = {}
-        self._asha: dict[int, Any] = {}
+        self.rung_sets: dict[int, Rungs] = {}
         for stage, ctl in stage_controls.items():
             max_steps, valid_every = _controls(ctl)
-            grace = settings.grace_validations * valid_every
             self.max_t[int(stage)] = max_steps
-            # stop_last_trials=False: a result at max_t is recorded in its rung, not stopped
-            self._asha[int(stage)] = ASHAScheduler(time_attr=time_attr, metric=metric, mode=mode, max_t=max_steps,
-                                                  grace_period=grace, reduction_factor=settings.reduction_factor,
-                                                  brackets=1, stop_last_trials=False)
-        self._stage_of: dict[str, int] = {}
+            self.rung_sets[int(stage)] = Rungs(settings.grace_validations * valid_every, max_steps,
+                                               settings.reduction_factor)
+        self.tracked: dict[str, int] = {}  # trial -> stage, while it runs
         self.stopped: dict[str, dict] = {}
 
     # ---- rungs ------------------------------------------------------------------------------
     def rungs(self, stage: int) -> list[int]:
         """Rung milestones of ``stage`` in steps, ascending (first step at which each applies)."""
-        bracket = self._asha[int(stage)]._brackets[0]
-        return sorted(math.ceil(m - 1e-9) for m, _ in bracket._rungs)
+        return self.rung_sets[int(stage)].steps()
 
     def _rung_at(self, stage: int, step: float) -> int:
         reached = [m for m in self.rungs(stage) if m <= step]
         return reached[-1] if reached else 0
+
+    def _value(self, result: Mapping[str, Any]) -> tuple[float, float] | None:
+        """(step, signed value) of a result, or None without a finite value."""
+        step, value = result.get(self.time_attr), result.get(self._metric)
+        if not isinstance(step, (int, float)) or not isinstance(value, (int, float)) or math.isnan(value):
+            return None
+        return float(step), float(value) if self._mode == "max" else -float(value)
 
     # ---- TrialScheduler API -----------------------------------------------------------------
     def set_search_properties(self, metric: str | None, mode: str | None, **spec) -> bool:
@@ -160,44 +189,38 @@ class StagedASHAScheduler(FIFOScheduler):
 
     def on_trial_add(self, tune_controller, trial) -> None:
         stage = self._stage(trial)
-        if stage in self._asha:
-            self._asha[stage].on_trial_add(tune_controller, trial)
-            self._stage_of[trial.trial_id] = stage
+        if stage in self.rung_sets:
+            self.tracked[trial.trial_id] = stage
 
     def on_trial_result(self, tune_controller, trial, result: dict) -> str:
-        if trial.trial_id not in self._stage_of:
+        if trial.trial_id not in self.tracked:
             self.on_trial_add(tune_controller, trial)  # e.g. a trial restored without on_trial_add
-        stage = self._stage_of.get(trial.trial_id)
-        if stage is None or result.get("done"):
+        stage = self.tracked.get(trial.trial_id)
+        if stage is None or TrialReport.from_dict(result).done:
             return TrialScheduler.CONTINUE
-        step, value = result.get(self.time_attr), result.get(self._metric)
-        if not isinstance(step, (int, float)) or not isinstance(value, (int, float)) or math.isnan(value):
+        got = self._value(result)
+        if got is None:
             return TrialScheduler.CONTINUE
-        decision = self._asha[stage].on_trial_result(tune_controller, trial, result)
+        step, value = got
+        decision = self.rung_sets[stage].on_result(trial.trial_id, step, value)
         if decision != TrialScheduler.STOP or step >= self.max_t[stage]:
             return TrialScheduler.CONTINUE
         rung = self._rung_at(stage, step)
-        self.stopped[trial.trial_id] = {"stage": stage, "rung": rung, "step": int(step), "value": float(value)}
-        from kgtuner.tune import context
-
-        context.trial_early_stopped(trial.trial_id, rung, int(step))
+        self.stopped[trial.trial_id] = {"stage": stage, "rung": rung, "step": int(step),
+                                        "value": float(result[self._metric])}
+        events.notify(events.TrialEarlyStopped(trial.trial_id, rung, int(step)))
         return TrialScheduler.STOP
 
     def on_trial_complete(self, tune_controller, trial, result: dict) -> None:
-        stage = self._stage_of.pop(trial.trial_id, None)
+        stage = self.tracked.pop(trial.trial_id, None)
         if stage is None:
             return
-        asha = self._asha[stage]
-        if trial.trial_id in asha._trial_info:
-            value = (result or {}).get(self._metric)
-            if isinstance(value, (int, float)) and not math.isnan(value):
-                asha.on_trial_complete(tune_controller, trial, result)  # its final value enters its rung
-            asha._trial_info.pop(trial.trial_id, None)
+        got = self._value(result or {})
+        if got is not None:  # its final value enters its rung
+            self.rung_sets[stage].on_result(trial.trial_id, *got)
 
     def on_trial_remove(self, tune_controller, trial) -> None:
-        stage = self._stage_of.pop(trial.trial_id, None)
-        if stage is not None:
-            self._asha[stage]._trial_info.pop(trial.trial_id, None)
+        self.tracked.pop(trial.trial_id, None)
 
     def on_trial_error(self, tune_controller, trial) -> None:
         # Tune re-adds a trial it retries (on_trial_add), so forget it here
@@ -205,8 +228,8 @@ class StagedASHAScheduler(FIFOScheduler):
 
     def debug_string(self) -> str:
         parts = [f"ASHA per stage (eta {self.settings.reduction_factor:g}): {len(self.stopped)} trial(s) stopped"]
-        for stage, asha in sorted(self._asha.items()):
-            parts.append(f"stage {stage}: " + asha._brackets[0].debug_str())
+        for stage, rungs in sorted(self.rung_sets.items()):
+            parts.append(f"stage {stage}: " + rungs.describe())
         return "\n".join(parts)
 
     def stopped_summary(self) -> dict:

@@ -1,11 +1,13 @@
-"""Loading the experiment's full graph (``data`` group) and its stage-1 subgraph, once, in the driver."""
+"""Loading the experiment's full graph (``data`` group), once, in the driver.
+
+Interim: ``kgtuner.data.from_config`` (``dataset_spec``, ``load_graph``) replaces this module.
+"""
 
 from __future__ import annotations
 
 import os
 
 from kgtuner.errors import ConfigError
-from kgtuner.tune.settings import ExperimentSettings
 
 
 def dataset_spec(data_cfg: dict) -> str:
@@ -26,17 +28,9 @@ def dataset_spec(data_cfg: dict) -> str:
     return str(name)
 
 
-def load_graphs(settings: ExperimentSettings, *, need_subgraph: bool):
-    """(full KnowledgeGraph, stage-1 subgraph KnowledgeGraph or None)."""
-    from kgtuner.data import load_dataset, sample_subgraph
+def load_graph(data_cfg: dict):
+    """The full KnowledgeGraph of the ``data`` group."""
+    from kgtuner.data import load_dataset
 
-    data = settings.data
-    kwargs = {k: data[k] for k in ("unseen", "ogb_root") if data.get(k) is not None}
-    full = load_dataset(dataset_spec(data), **kwargs)
-    sub = None
-    if need_subgraph and settings.subgraph_ratio >= 1:
-        sub = full  # search.subgraph_ratio=1: stage 1 on the full graph (the paper's space ablation)
-    elif need_subgraph:
-        sub = sample_subgraph(full, ratio=settings.subgraph_ratio, seed=settings.seed,
-                              sampler=settings.subgraph_sampler).graph
-    return full, sub
+    kwargs = {k: data_cfg[k] for k in ("unseen", "ogb_root") if data_cfg.get(k) is not None}
+    return load_dataset(dataset_spec(data_cfg), **kwargs)

@@ -1,14 +1,14 @@
 """``ProgressCallback``: a Tune callback that forwards trial events to the live coordinator.
 
 It holds no state of its own (Tune pickles it into the experiment state), so a restored
-experiment's copy reports to the new coordinator through :mod:`kgtuner.tune.context`.
+experiment's copy reports to the new coordinator through :mod:`kgtuner.tune.events`.
 """
 
 from __future__ import annotations
 
 from ray.tune import Callback
 
-from kgtuner.tune import context
+from kgtuner.tune import events
 
 
 def trial_error_text(trial) -> str:
@@ -30,26 +30,26 @@ class ProgressCallback(Callback):
     """Forwards ``on_trial_*`` events and loop ticks to the coordinator."""
 
     def on_step_end(self, iteration, trials, **info):
-        coordinator = context.active()
+        coordinator = events.active()
         if coordinator is not None:
             coordinator.on_tick(trials)
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        coordinator = context.active()
+        coordinator = events.active()
         if coordinator is not None:
             coordinator.on_trial_start(trial)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        coordinator = context.active()
+        coordinator = events.active()
         if coordinator is not None:
             coordinator.on_trial_result(trial, result)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        coordinator = context.active()
+        coordinator = events.active()
         if coordinator is not None:
             coordinator.on_trial_end(trial, error=None)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        coordinator = context.active()
+        coordinator = events.active()
         if coordinator is not None:
             coordinator.on_trial_end(trial, error=trial_error_text(trial))

@@ -22,8 +22,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-METRIC_KEYS = ("mrr", "hits@1", "hits@3", "hits@10")
-STATUSES = ("ok", "failed", "stopped")
+from kgtuner.tune.report import METRIC_KEYS, STATUSES, TIMING_KEYS
 #: Columns every trials.parquet has, in order (hyper-parameter columns go after ``stage``).
 BASE_COLUMNS = ("trial_id", "stage")
 TAIL_COLUMNS = (
@@ -34,7 +33,7 @@ TAIL_COLUMNS = (
 )
 #: Per-trial timing columns (seconds): driver start -> trainable start, trainable set-up (graph,
 #: model), ``Trainer.fit`` wall time, and the pure training-step time inside it.
-TIMING_COLUMNS = ("launch_s", "setup_s", "fit_s", "train_s")
+TIMING_COLUMNS = ("launch_s", *TIMING_KEYS)
 TRIALS_FILE = "trials.parquet"
 SUMMARY_FILE = "summary.json"
 

@@ -1,22 +1,19 @@
 """Validated settings of one search experiment, read from the launcher's Hydra config.
 
 Everything is checked here, before Ray starts, so a bad override ends with one clear
-:class:`~kgtuner.errors.ConfigError` naming the key and the fix.
+:class:`~kgtuner.errors.ConfigError` naming the key and the fix. The ``search`` group's own keys are
+checked by its strategy (``kgtuner.tune.strategies``: ``Strategy.parse``), found by ``search.name``.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from kgtuner.errors import ConfigError
 from kgtuner.tune.budget import Budget
-
-#: Search strategies (config group ``search``) that run KGTuner's two stages; others run one stage.
-TWO_STAGE_SEARCHES = frozenset({"kgtuner", "kgtuner_asha"})
-#: Subgraph samplers of ``kgtuner.data.sample_subgraph``.
-SAMPLERS = ("multi_rw", "single_rw", "random_edge", "pagerank")
+from kgtuner.tune.strategies import strategy_class
+from kgtuner.validation import number
 
 
 def _plain(node: Any) -> Any:
@@ -36,23 +33,6 @@ def _plain(node: Any) -> Any:
         raise ConfigError(f"config key {key}: {str(exc).splitlines()[0]}{hint}") from None
 
 
-def _number(section: str, key: str, value: Any, *, integer: bool = False, minimum: float | None = None,
-            exclusive: bool = False, allow_none: bool = False) -> Any:
-    name = f"{section}.{key}" if section else key
-    if value is None:
-        if allow_none:
-            return None
-        raise ConfigError(f"{name} is required (got null)")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            isinstance(value, float) and not math.isfinite(value)):
-        raise ConfigError(f"{name} must be a {'whole ' if integer else ''}number, got {value!r}")
-    if integer and int(value) != value:
-        raise ConfigError(f"{name} must be a whole number, got {value!r}")
-    if minimum is not None and (value <= minimum if exclusive else value < minimum):
-        raise ConfigError(f"{name} must be {'>' if exclusive else '>='} {minimum:g}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
 @dataclass(frozen=True)
 class StageControls:
     """Training controls of the trials of one stage (engine names)."""
@@ -68,9 +48,9 @@ class StageControls:
         if unknown:
             raise ConfigError(f"{section}: unknown key(s) {sorted(unknown)}; allowed: max_steps, valid_every, patience")
         return cls(
-            max_steps=_number(section, "max_steps", cfg.get("max_steps"), integer=True, minimum=1),
-            valid_every=_number(section, "valid_every", cfg.get("valid_every"), integer=True, minimum=1),
-            patience=_number(section, "patience", cfg.get("patience"), integer=True, minimum=1),
+            max_steps=number(f"{section}.max_steps", cfg.get("max_steps"), integer=True, minimum=1),
+            valid_every=number(f"{section}.valid_every", cfg.get("valid_every"), integer=True, minimum=1),
+            patience=number(f"{section}.patience", cfg.get("patience"), integer=True, minimum=1),
         )
 
     def as_train_dict(self) -> dict[str, int]:
@@ -100,17 +80,17 @@ class TrialSettings:
         if cpus in (None, "auto"):
             cpus = None
         else:
-            cpus = _number("trial", "cpus", cpus, minimum=0, exclusive=True)
+            cpus = number("trial.cpus", cpus, minimum=0, low_open=True)
         inject = cfg.get("inject_failures") or []
         if not isinstance(inject, (list, tuple)) or any(
                 isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in inject):
             raise ConfigError(f"trial.inject_failures must be a list of trial numbers (0, 1, ...), got {inject!r}")
         return cls(
-            gpus=_number("trial", "gpus", cfg.get("gpus", 1), minimum=0),
+            gpus=number("trial.gpus", cfg.get("gpus", 1), minimum=0),
             cpus=cpus,
-            max_failures=_number("trial", "max_failures", cfg.get("max_failures", 2), integer=True, minimum=0),
-            checkpoint_every_s=_number("trial", "checkpoint_every_s", cfg.get("checkpoint_every_s", 60.0), minimum=0,
-                                       allow_none=True),
+            max_failures=number("trial.max_failures", cfg.get("max_failures", 2), integer=True, minimum=0),
+            checkpoint_every_s=number("trial.checkpoint_every_s", cfg.get("checkpoint_every_s", 60.0), minimum=0,
+                                      allow_none=True),
             stage1=StageControls.from_mapping("trial.stage1", cfg.get("stage1")),
             stage2=StageControls.from_mapping("trial.stage2", cfg.get("stage2")),
             inject_failures=tuple(int(i) for i in inject),
@@ -128,9 +108,8 @@ class ExperimentSettings:
     budget: Budget
     trial: TrialSettings
     cluster: dict
-    subgraph_ratio: float = 0.2
-    subgraph_sampler: str = "multi_rw"
-    top_k: int = 10
+    options: Any = None  # the strategy's own validated knobs (Strategy.parse)
+    asha: Any = None     # kgtuner.tune.early_stop.AshaSettings, None when early stopping is off
     final_seeds: int = 0
     seed: int = 0
     resume: bool = False
@@ -139,25 +118,30 @@ class ExperimentSettings:
 
     @property
     def search_name(self) -> str:
-        """The ``search`` group's strategy name (``kgtuner``, ``rf_bore``, ``random``, ``tpe``)."""
+        """The ``search`` group's strategy name (``kgtuner``, ``rf_bore``, ``random``, ``tpe``, ``grash``, ...)."""
         return str(self.search.get("name", "kgtuner"))
+
+    @property
+    def strategy_class(self):
+        """The strategy class of ``search.name`` (``kgtuner.tune.strategies``)."""
+        return strategy_class(self.search_name)
+
+    def make_strategy(self):
+        """A new strategy instance for this experiment."""
+        return self.strategy_class(self)
 
     @property
     def two_stage(self) -> bool:
         """True when the search runs KGTuner's two stages (subgraph, then full graph)."""
-        return self.search_name in TWO_STAGE_SEARCHES
+        return bool(self.strategy_class.two_stage)
 
     @property
     def model_name(self) -> str:
         return str(self.model.get("name"))
 
     def early_stop_settings(self):
-        """``search.early_stop``/``search.asha`` parsed (``kgtuner.tune.early_stop.AshaSettings``), None when off;
-        ConfigError when invalid. Stage 1 of a one-stage search uses ``trial.stage2``'s controls."""
-        from kgtuner.tune.early_stop import parse_early_stop
-
-        stages = {1: self.trial.stage1, 2: self.trial.stage2} if self.two_stage else {1: self.trial.stage2}
-        return parse_early_stop(self.search, stages)
+        """``search.early_stop``/``search.asha`` parsed (``kgtuner.tune.early_stop.AshaSettings``), None when off."""
+        return self.asha
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "ExperimentSettings":
@@ -171,7 +155,7 @@ class ExperimentSettings:
         if not cfg["model"].get("name"):
             raise ConfigError("model.name is missing (choose a model group, e.g. model=complex)")
         search = dict(cfg["search"])
-        where = "search"
+        strategy = strategy_class(str(search.get("name", "kgtuner")))
         budget_cfg = dict(cfg["budget"])
         unknown = set(budget_cfg) - {"seconds", "trials", "grace_fraction"}
         if unknown:
@@ -179,22 +163,14 @@ class ExperimentSettings:
             raise ConfigError(f"budget: unknown key(s) {sorted(unknown)}; allowed: seconds, trials, "
                               f"grace_fraction{hint}")
         budget = Budget(
-            seconds=_number("budget", "seconds", budget_cfg.get("seconds"), allow_none=True),
-            trials=_number("budget", "trials", budget_cfg.get("trials"), integer=True, allow_none=True),
-            stage1_fraction=_number(where, "stage1_fraction", search.get("stage1_fraction", 0.5)),
-            grace_fraction=_number("budget", "grace_fraction", budget_cfg.get("grace_fraction", 0.05)),
+            seconds=number("budget.seconds", budget_cfg.get("seconds"), allow_none=True),
+            trials=number("budget.trials", budget_cfg.get("trials"), integer=True, allow_none=True),
+            stage1_fraction=strategy.budget_split(search),
+            grace_fraction=number("budget.grace_fraction", budget_cfg.get("grace_fraction", 0.05)),
         )
-        ratio = _number(where, "subgraph_ratio", search.get("subgraph_ratio", 0.2))
-        if not 0 < ratio <= 1:
-            raise ConfigError(f"search.subgraph_ratio must lie in (0, 1] (fraction of entities kept in the "
-                              f"stage-1 subgraph; the paper uses 0.2; 1 runs stage 1 on the full graph), got {ratio}")
-        sampler = search.get("subgraph_sampler", "multi_rw")
-        if sampler not in SAMPLERS:
-            raise ConfigError(f"search.subgraph_sampler must be one of {list(SAMPLERS)}, got {sampler!r}")
-        if search.get("name") == "grash":  # GraSH's rounds, eta, num_configs, variant (and the trial budget)
-            from kgtuner.tune.grash import GraSHConfig
-
-            GraSHConfig.from_search(search, budget)
+        trial = TrialSettings.from_mapping(cfg["trial"])
+        options = strategy.parse(search, budget, trial)
+        asha = strategy.parse_asha(search, trial)
         data = dict(cfg["data"])
         if data.get("name") == "folder" and data.get("path") in (None, "", "???"):
             raise ConfigError("data.path is not set: give `data=folder data.path=DIR` (or set KGTUNER_DATA_PATH; "
@@ -203,26 +179,23 @@ class ExperimentSettings:
         cluster = dict(cfg["cluster"])
         for key in ("num_gpus", "num_cpus"):
             if cluster.get(key) is not None:
-                _number("cluster", key, cluster[key], minimum=0)
+                number(f"cluster.{key}", cluster[key], minimum=0)
         resume = cfg.get("resume", False)
         if not isinstance(resume, bool):
             raise ConfigError(f"resume must be true or false, got {resume!r}")
-        settings = cls(
+        return cls(
             data=data,
             model=dict(cfg["model"]),
             space=dict(cfg["space"]),
             search=search,
             budget=budget,
-            trial=TrialSettings.from_mapping(cfg["trial"]),
+            trial=trial,
             cluster=cluster,
-            subgraph_ratio=ratio,
-            subgraph_sampler=str(sampler),
-            top_k=_number(where, "top_k", search.get("top_k", 10), integer=True, minimum=1),
-            final_seeds=_number("final", "seeds", final.get("seeds", 0), integer=True, minimum=0),
-            seed=_number("", "seed", cfg.get("seed", 0), integer=True, minimum=0),
+            options=options,
+            asha=asha,
+            final_seeds=number("final.seeds", final.get("seeds", 0), integer=True, minimum=0),
+            seed=number("seed", cfg.get("seed", 0), integer=True, minimum=0),
             resume=resume,
             name=str(cfg.get("name") or "kgtuner"),
             raw=dict(cfg),
         )
-        settings.early_stop_settings()  # validates search.early_stop / search.asha
-        return settings

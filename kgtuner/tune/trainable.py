@@ -35,21 +35,14 @@ from typing import Any
 
 import numpy as np
 
-#: Config keys the coordinator adds to a searcher's suggestion (not hyper-parameters).
-META_KEYS = ("stage", "trial_index")
+from kgtuner.tune.report import TrialReport, split_config
+
 STATE_FILE = "trainer_state.pt"
 _GRAPH_CACHE: dict[str, tuple[Any, Any]] = {}
 
 
 class InjectedFailure(RuntimeError):
     """Raised on purpose by the test-only ``trial.inject_failures`` option."""
-
-
-def split_config(config: dict) -> tuple[dict, dict]:
-    """(hyper-parameters, coordinator meta data) of a trial config."""
-    hp = {k: v for k, v in config.items() if k not in META_KEYS}
-    meta = {k: config[k] for k in META_KEYS if k in config}
-    return hp, meta
 
 
 def needs_filter_index(kg) -> bool:
@@ -59,7 +52,12 @@ def needs_filter_index(kg) -> bool:
     return any(len(kg.split(s)) and s not in cands for s in ("valid", "test"))
 
 
-def _graph(key: str, arrays: dict[str, np.ndarray] | Any, limit: int = 2):
+def clear_graph_cache() -> None:
+    """Forget the graphs this worker process built (tests; a worker keeps them for its next trial)."""
+    _GRAPH_CACHE.clear()
+
+
+def worker_graph(key: str, arrays: dict[str, np.ndarray] | Any, limit: int = 2):
     """The KnowledgeGraph and its FilterIndex (None where ranking needs none: OGB graphs) for ``arrays``
     (or its ObjectRef), built once per worker process; the cache keeps at most ``limit`` graphs (the
     experiment's distinct graphs)."""
@@ -78,7 +76,7 @@ def _graph(key: str, arrays: dict[str, np.ndarray] | Any, limit: int = 2):
     return cached
 
 
-def _metric_dict(report: dict, prefix: str) -> dict | None:
+def metric_dict(report: dict, prefix: str) -> dict | None:
     """``{"mrr", "hits@1", ...}`` from an engine report/result in any of its shapes, or None."""
     for key in (prefix, f"{prefix}_metrics"):
         value = report.get(key) if isinstance(report, dict) else getattr(report, key, None)
@@ -114,18 +112,15 @@ def _placement() -> tuple[str, str, str]:
     return str(node), str(ip), ",".join(str(g) for g in gpus) if gpus else "cpu"
 
 
-def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, stages: dict, model: str,
+def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
                   checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
-                  experiment: str = "kgtuner", graphs: dict | None = None,
-                  deadline_key: str | None = None, answer: dict | None = None) -> None:
+                  experiment: str = "kgtuner", deadline_key: str | None = None, answer: dict | None = None) -> None:
     """Ray Tune function trainable: train ``config`` on its stage's graph and report each validation.
 
-    ``graph_1``/``graph_2``: ``KnowledgeGraph.to_arrays()`` of the graph of stage 1 / stage 2;
-    ``stages[s]``: ``{"graph_key", "controls", "deadline_unix"}`` of stage ``s`` (the trial's
-    ``config["stage"]``). A validation report carries a checkpoint when ``checkpoint_every_s``
-    seconds passed since the last one (0: every validation; None: never). ``graphs`` (GraSH: one
-    graph per round) maps graph keys to graph arrays or their ObjectRefs and then replaces
-    ``graph_1``/``graph_2``. ``deadline_key``: where the coordinator
+    ``graphs``: graph key -> ``KnowledgeGraph.to_arrays()`` or its ObjectRef (every graph the search's
+    stages train on); ``stages[s]``: ``{"graph_key", "controls", "deadline_unix"}`` of stage ``s`` (the
+    trial's ``config["stage"]``). A validation report carries a checkpoint when ``checkpoint_every_s``
+    seconds passed since the last one (0: every validation; None: never). ``deadline_key``: where the coordinator
     publishes the stage deadlines (:mod:`kgtuner.tune.deadlines`; a spec's ``deadline_unix`` is the
     fallback); the trial marks it ready just before its first training step. ``answer`` (``{"key",
     "stage", "keep"}``, :mod:`kgtuner.tune.answer_model`): the final report carries a checkpoint -- the
@@ -141,15 +136,13 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     from kgtuner.kge.model_files import metrics_record
     from kgtuner.tune.answer_model import final_checkpoint, final_record, report_final
     from kgtuner.tune.deadlines import DeadlineWatch, mark_ready
-    from kgtuner.tune.metrics import TrialMetrics
+    from kgtuner.cluster.metrics import TrialMetrics
 
     torch.set_num_threads(_thread_count())
     hp, meta = split_config(config)
     stage = int(meta.get("stage", 2))
     spec = stages[stage]
-    graph, graph_key, controls = (graph_1 if stage == 1 else graph_2), spec["graph_key"], spec["controls"]
-    if graphs:
-        graph = graphs[graph_key]
+    graph_key, controls = spec["graph_key"], spec["controls"]
     deadline = DeadlineWatch(deadline_key, stage, float(spec.get("deadline_unix", math.inf)))
     node, node_ip, gpu = _placement()
     trial_id = tune.get_context().get_trial_id() or "trial"
@@ -159,22 +152,14 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     last_ckpt = [time.monotonic()]
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")  # zero-copy graph views
 
-    def base_report() -> dict:
-        valid = best["valid"] or {}
-        out = {"stage": stage, "graph": graph_key.rsplit(":", 1)[0], "node": node, "node_ip": node_ip, "gpu": gpu,
-               "step": best["step"], "done": False,
-               "valid_mrr": valid.get("mrr", float("nan"))}
-        for k in ("hits@1", "hits@3", "hits@10"):
-            out[f"valid_{k}"] = valid.get(k, float("nan"))
-        return out
+    def base_report() -> TrialReport:
+        return TrialReport(stage=stage, step=best["step"], valid=dict(best["valid"] or {}),
+                           graph=graph_key.rsplit(":", 1)[0], node=node, node_ip=node_ip, gpu=gpu)
 
     def final(status: str, error: str | None = None, test: dict | None = None, trained: dict | None = None) -> None:
-        out = base_report()
-        out.update(done=True, trial_status=status, error=error or "", started_unix=started_unix,
-                   ended_unix=time.time(),
-                   total_s=time.perf_counter() - t0, **timing)
-        for k, v in (test or {}).items():
-            out[f"test_{k}"] = v
+        out = base_report().replace(done=True, status=status, error=error or "", started_unix=started_unix,
+                                    ended_unix=time.time(), total_s=time.perf_counter() - t0, timing=dict(timing),
+                                    test=dict(test or {})).to_dict()
         # ``trained``: metrics/model/kg of the best-validation state, kept when the trial can become the answer
         with final_checkpoint(answer, out, stage=stage, **(trained or {})) as checkpoint:
             report_final(out, checkpoint)
@@ -190,19 +175,18 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
         if int(meta.get("trial_index", -1)) in set(inject_failures):
             raise InjectedFailure(f"injected failure for trial number {meta['trial_index']} "
                                   "(test-only option trial.inject_failures)")
-        kg, filter_index = _graph(graph_key, graph, limit=max(2, len(graphs or ())))
+        kg, filter_index = worker_graph(graph_key, graphs[graph_key], limit=max(2, len(graphs)))
         cfg = TrainConfig.from_dict({**controls, **hp, "model": model})
         trainer_box: dict[str, Any] = {}
 
         def on_validation(report: dict) -> bool:
             nonlocal stopped_by_deadline
-            valid = _metric_dict(report, "valid")
+            valid = metric_dict(report, "valid")
             step = int(report.get("step", best["step"]) or 0)
             if valid is not None and (best["valid"] is None or valid["mrr"] > best["valid"]["mrr"]):
                 best["valid"] = valid
             best["step"] = step
-            out = base_report()
-            out["last_valid_mrr"] = valid["mrr"] if valid else float("nan")
+            out = base_report().replace(last_valid_mrr=valid["mrr"] if valid else float("nan")).to_dict()
             if valid:
                 gauges.valid_mrr(valid["mrr"])
             tps = report.get("triples_per_second")
@@ -249,7 +233,7 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
             torch.cuda.empty_cache()
         final("failed", f"{type(exc).__name__}: {exc}".strip()[:2000])
         return
-    valid = _metric_dict(result, "valid")
+    valid = metric_dict(result, "valid")
     if valid is not None and (best["valid"] is None or valid["mrr"] >= best["valid"]["mrr"]):
         best["valid"] = valid
     status = str(getattr(result, "status", "ok"))
@@ -266,7 +250,7 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
         except Exception as exc:  # noqa: BLE001
             final("failed", f"validation failed: {type(exc).__name__}: {exc}")
             return
-    test = _metric_dict(result, "test")
+    test = metric_dict(result, "test")
     if test is None and status == "stopped" and best["valid"] is not None:
         # stopped at the stage deadline: test metrics of the best-validation state, as for finished trials
         try:
@@ -279,23 +263,20 @@ def kgtuner_trial(config: dict, *, graph_1: dict | None, graph_2: dict | None, s
     final("stopped" if stopped_by_deadline else "ok", None, test, trained)
 
 
-def make_trainable(*, graph_1, graph_2, stages: dict, model: str, resources: dict,
+def make_trainable(*, graphs: dict, stages: dict, model: str, resources: dict,
                    checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
-                   experiment: str = "kgtuner", graphs: dict | None = None, deadline_key: str | None = None,
-                   answer: dict | None = None):
-    """``kgtuner_trial`` bound to the graphs of both stages and to per-trial resources.
+                   experiment: str = "kgtuner", deadline_key: str | None = None, answer: dict | None = None):
+    """``kgtuner_trial`` bound to the search's graphs and stages and to per-trial resources.
 
-    ``graph_1``/``graph_2`` are ``ObjectRef``s of the graphs' ``to_arrays()`` from one ``ray.put``
-    each by the driver (``tune.with_parameters`` keeps a ref as it is, so every Tune run and
-    every trial shares that one copy in the object store; numpy arrays arrive zero-copy).
-    ``graphs`` (GraSH): graph key -> ``ObjectRef``, resolved by a trial when it first needs that graph.
+    ``graphs``: graph key -> ``ObjectRef`` of the graph's ``to_arrays()`` from one ``ray.put`` each by the
+    driver (every Tune run and every trial shares that one copy in the object store; a trial resolves the
+    graph of its stage when it first needs it, numpy arrays arrive zero-copy).
     ``answer``: see :func:`kgtuner_trial` (None: trials keep no model and report no final checkpoint).
     """
     from ray import tune
 
-    fn = tune.with_parameters(kgtuner_trial, graph_1=graph_1, graph_2=graph_2,
+    fn = tune.with_parameters(kgtuner_trial, graphs=dict(graphs),
                               stages={int(k): dict(v) for k, v in stages.items()}, model=model,
                               checkpoint_every_s=checkpoint_every_s, inject_failures=tuple(inject_failures),
-                              experiment=experiment, graphs=dict(graphs) if graphs else None,
-                              deadline_key=deadline_key, answer=dict(answer) if answer else None)
+                              experiment=experiment, deadline_key=deadline_key, answer=dict(answer) if answer else None)
     return tune.with_resources(fn, resources)

@@ -66,7 +66,7 @@ def _ray_session() -> str | None:
     return ray.get_runtime_context().gcs_address
 
 
-def _gauge(key: str):
+def get_gauge(key: str):
     """The process-wide gauge for ``key``, created on first use; None when Ray is not initialised.
 
     Gauges are re-created when the process connects to another Ray (after ``ray.shutdown``/``init``).
@@ -90,7 +90,7 @@ def _set(key: str, value: float, tags: dict[str, str]) -> None:
     value = float(value)
     if not math.isfinite(value):
         return
-    gauge = _gauge(key)
+    gauge = get_gauge(key)
     if gauge is not None:
         gauge.set(value, tags=tags)
 
@@ -188,7 +188,7 @@ def grafana_dashboard() -> dict:
             "panels": panels}
 
 
-if __name__ == "__main__":  # python -m kgtuner.tune.metrics > kgtuner_dashboard.json
+if __name__ == "__main__":  # python -m kgtuner.cluster.metrics > kgtuner_dashboard.json
     import json
 
     print(json.dumps(grafana_dashboard(), indent=1))

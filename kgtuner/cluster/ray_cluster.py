@@ -221,7 +221,7 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _pick_dashboard_port(host: str, port: int, tries: int = 50) -> int:
+def pick_dashboard_port(host: str, port: int, tries: int = 50) -> int:
     """``port`` when free, else the next free port (another local Ray, e.g. a second experiment, may
     hold 8265); the banner prints the port actually used."""
     bind_host = "0.0.0.0" if host in ("0.0.0.0", "") else ("127.0.0.1" if host == "localhost" else host)
@@ -235,7 +235,7 @@ def _pick_dashboard_port(host: str, port: int, tries: int = 50) -> int:
                       "set cluster.dashboard_port=NNNN to a free port")
 
 
-def _job_env_missing(env_vars: Mapping[str, str]) -> dict[str, str]:
+def job_env_missing(env_vars: Mapping[str, str]) -> dict[str, str]:
     """The env vars not already set by the enclosing Ray job's runtime_env (Ray refuses duplicates)."""
     job_env = _job_runtime_env().get("env_vars") or {}
     return {k: v for k, v in env_vars.items() if k not in job_env}
@@ -278,7 +278,7 @@ def connect_ray(cluster_cfg: Mapping[str, Any] | None = None, *, quiet: bool = T
     started_here = False
     if not ray.is_initialized():
         level = logging.WARNING if quiet else logging.INFO
-        env_vars = _job_env_missing(RUNTIME_ENV_VARS)
+        env_vars = job_env_missing(RUNTIME_ENV_VARS)
         kwargs: dict[str, Any] = {"logging_level": level}
         if env_vars:
             kwargs["runtime_env"] = {"env_vars": env_vars}
@@ -317,7 +317,7 @@ def _start_local(cfg: dict[str, Any], kwargs: dict[str, Any], attempts: int = 3)
     port = cfg["dashboard_port"]
     for attempt in range(attempts):
         if cfg["include_dashboard"]:
-            port = _pick_dashboard_port(cfg["dashboard_host"], port)
+            port = pick_dashboard_port(cfg["dashboard_host"], port)
             if attempt == 0:
                 warning = exposure_warning(cfg["dashboard_host"], port)
                 if warning:

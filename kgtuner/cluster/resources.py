@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from kgtuner.tune.settings import TrialSettings
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -17,8 +17,9 @@ class ResourcePlan:
     notes: list[str] = field(default_factory=list)
 
 
-def plan_resources(trial: TrialSettings, *, num_gpus: float, num_cpus: float) -> ResourcePlan:
-    """One trial per ``trial.gpus`` GPU(s); CPU slots when the cluster has no GPU.
+def plan_resources(trial: Any, *, num_gpus: float, num_cpus: float) -> ResourcePlan:
+    """One trial per ``trial.gpus`` GPU(s) (``trial``: anything with ``gpus`` and ``cpus``, e.g.
+    ``kgtuner.tune.settings.TrialSettings``); CPU slots when the cluster has no GPU.
 
     ``trial.cpus=auto`` gives each trial an equal share of the cluster's CPUs (fractional shares
     are fine for Ray: 8 one-GPU trials on 2 CPUs get 0.25 CPU each, and each sets torch to one

@@ -1,0 +1,213 @@
+"""The strategy contract: what a search strategy declares, and what the coordinator asks of it.
+
+A strategy is one class in one module of :mod:`kgtuner.tune.strategies`, found by its ``names`` (the
+``search.name`` values of ``conf/search/*.yaml`` it serves). The coordinator is a strategy-agnostic
+driver: it loads the full graph, starts Ray, runs one Tune run with the strategy's searcher and
+scheduler, records every trial and writes the outputs; everything particular to a search lives in its
+strategy:
+
+* before Ray starts (classmethods, called by ``ExperimentSettings.from_config``): :meth:`parse` its
+  ``search`` keys into validated options (ConfigError naming the key), :meth:`budget_split` (share of
+  the budget of stage 1, when it has stages), :meth:`early_stop_policy` (may ``search.early_stop`` be
+  set) and :meth:`trial_controls` (the training controls of each stage, for the ASHA checks);
+* which graphs it needs (:meth:`prepare` gets the full graph and samples what else it trains on;
+  :meth:`graphs`), its stages and their deadlines (:meth:`stages`: graph, training controls, active
+  second at which the stage ends), its searcher (:meth:`searcher`, usually a
+  :class:`~kgtuner.tune.strategies.meta.MetaSearcher`) and scheduler (:meth:`scheduler`);
+* how it picks the answer (:meth:`best_row`, :meth:`answer_stage`, :meth:`warnings`,
+  :meth:`describe_answer`), and what it adds to the summary (:meth:`summary`, :meth:`stage_labels`);
+* its own reactions to the search's typed events (:meth:`on_event`: log lines, ``kgtuner_state.json``
+  entries).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+from kgtuner.errors import ConfigError
+from kgtuner.tune import events
+from kgtuner.tune.budget import Budget
+from kgtuner.tune.early_stop import AshaSettings, make_scheduler, parse_early_stop
+from kgtuner.tune.results import ResultsStore
+
+
+#: Subgraph samplers of ``kgtuner.data.sample_subgraph``.
+SAMPLERS = ("multi_rw", "single_rw", "random_edge", "pagerank")
+
+
+def parse_sampler(search: Mapping[str, Any], default: str) -> str:
+    """``search.subgraph_sampler`` (``default`` when absent), checked."""
+    sampler = search.get("subgraph_sampler", default)
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"search.subgraph_sampler must be one of {list(SAMPLERS)}, got {sampler!r}")
+    return str(sampler)
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of a search: the graph its trials train on, their training controls (the engine's
+    keys: ``max_steps``, ``valid_every``, ``patience``, ...) and the active second at which it ends."""
+
+    graph_key: str
+    controls: dict
+    end_s: float = math.inf
+
+
+def graph_key(graph) -> str:
+    """The key of a KnowledgeGraph in the trainable's graph table."""
+    return f"{graph.name}:{len(graph.train)}"
+
+
+def train_controls(settings, stage_controls) -> dict:
+    """The trainable's controls for a stage: ``trial.stageN`` plus the model's options."""
+    out = {**stage_controls.as_train_dict(), "max_epochs": None}
+    options = settings.model.get("options")
+    if options:
+        out["model_options"] = dict(options)
+    return out
+
+
+class Strategy:
+    """Base class of the search strategies (see the module docstring)."""
+
+    #: ``search.name`` values this strategy serves.
+    names: ClassVar[tuple[str, ...]] = ()
+    #: summary.json's ``two_stage`` (the search trains on a subgraph first, then on the full graph).
+    two_stage: ClassVar[bool] = False
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.options = settings.options
+        self.full = None
+
+    # ------------------------------------------------------------------ before Ray starts
+    @classmethod
+    def parse(cls, search: Mapping[str, Any], budget: Budget, trial) -> Any:
+        """Validate the strategy's own ``search`` keys; return its options (``settings.options``)."""
+        return None
+
+    @classmethod
+    def budget_split(cls, search: Mapping[str, Any]) -> float:
+        """Share of the budget for stage 1 (``Budget.stage1_fraction``; unused by a one-stage search)."""
+        return 0.5
+
+    @classmethod
+    def early_stop_policy(cls, search: Mapping[str, Any]) -> tuple[str, str]:
+        """(``"refused"`` | ``"optional"`` | ``"required"``, the hint of the error message)."""
+        name = search.get("name")
+        return "refused", (f"search.early_stop works with the strategies whose searchers take a stopped trial as "
+                           f"a low-fidelity observation, not search={name}; drop search.early_stop")
+
+    @classmethod
+    def trial_controls(cls, trial) -> dict[int, Any]:
+        """Stage -> ``StageControls`` of its trials (one stage: the full-fidelity ``trial.stage2``)."""
+        return {1: trial.stage2}
+
+    @classmethod
+    def parse_asha(cls, search: Mapping[str, Any], trial) -> AshaSettings | None:
+        """``search.early_stop``/``search.asha`` checked against :meth:`early_stop_policy`; None when off."""
+        mode = search.get("early_stop")
+        off = mode in (None, False, "none", "null")
+        policy, hint = cls.early_stop_policy(search)
+        if policy == "refused" and not off:
+            raise ConfigError(hint.format(mode=mode))
+        if policy == "required" and off:
+            raise ConfigError(hint.format(mode=mode))
+        return parse_early_stop(search, cls.trial_controls(trial))
+
+    # ------------------------------------------------------------------ graphs and stages
+    def prepare(self, full) -> None:
+        """Take the full graph (loaded by the driver); sample whatever else the search trains on."""
+        self.full = full
+
+    def graphs(self) -> dict[str, Any]:
+        """Graph key -> KnowledgeGraph of every distinct graph the trials train on."""
+        return {graph_key(self.full): self.full}
+
+    def notes(self) -> list[str]:
+        """Log lines after :meth:`prepare` (e.g. GraSH's rounds)."""
+        return []
+
+    def data_note(self) -> str:
+        """What the data log line adds after the full graph (e.g. the stage-1 subgraph)."""
+        return ""
+
+    def stages(self) -> dict[int, StageSpec]:
+        """Stage -> spec. One stage: the full graph, ``trial.stage2``'s controls, the whole budget."""
+        return {1: StageSpec(graph_key(self.full), train_controls(self.settings, self.settings.trial.stage2),
+                             self.settings.budget.end_s)}
+
+    def answer_stage(self) -> int:
+        """The stage whose trials can become the answer (the last one; known before :meth:`prepare`)."""
+        return 1
+
+    def answer_controls(self) -> dict:
+        """Training controls written into best_config.yaml (the full-fidelity ones)."""
+        return train_controls(self.settings, self.settings.trial.stage2)
+
+    def stage_gauge(self, stage: int) -> int:
+        """The ``kgtuner_stage`` gauge's value of ``stage`` (1: reduced fidelity, 2: full graph)."""
+        return stage
+
+    def initial_state(self) -> dict:
+        """The strategy's entries of a fresh ``kgtuner_state.json`` (``top``/``candidates``: KGTuner's
+        stage-2 candidates, None elsewhere; kept in every state file for its readers)."""
+        return {"top": None, "candidates": None}
+
+    # ------------------------------------------------------------------ the search
+    def space(self, dataset: str):
+        """The search space (the ``space`` group; conf/search/*.yaml picks each strategy's default)."""
+        from kgtuner.search import load_space
+
+        return load_space(self.settings.space, model=self.settings.model_name, dataset=dataset)
+
+    def searcher(self, space, slots: int):
+        """The Tune searcher of the search (it answers FINISHED at the end of the budget)."""
+        raise NotImplementedError
+
+    def scheduler(self):
+        """The Tune scheduler: ASHA per stage when ``search.early_stop=asha``, else None (FIFO)."""
+        return make_scheduler(self.settings.early_stop_settings(),
+                              {stage: spec.controls for stage, spec in self.stages().items()})
+
+    def describe(self, space_name: str, slots: int, resources: dict) -> str:
+        """The log line that opens the search."""
+        raise NotImplementedError
+
+    def budget_text(self) -> str:
+        budget = self.settings.budget
+        return f"{budget.seconds:g}s" if budget.timed else f"{budget.trials} trials"
+
+    # ------------------------------------------------------------------ the answer and the summary
+    def best_row(self, store: ResultsStore) -> dict | None:
+        """The answer: the best trial of the answer stage by validation MRR."""
+        return store.best(self.answer_stage())
+
+    def from_subgraph(self, best: dict | None) -> bool:
+        """True when the answer's metrics were measured on a reduced graph (summary's ``best.from_subgraph``)."""
+        return False
+
+    def warnings(self, best: dict | None) -> list[str]:
+        """summary.json's ``warnings`` about the answer."""
+        return []
+
+    def describe_answer(self, best: dict, state: Mapping[str, Any], early_stopped: bool) -> dict:
+        """summary.json's ``best.strategy``: which search (and which stage of it) produced the answer."""
+        raise NotImplementedError
+
+    def summary(self, state: Mapping[str, Any], store: ResultsStore) -> dict:
+        """Keys the strategy adds to summary.json (``budget`` is merged into the driver's). Every
+        summary has KGTuner's switch keys, null unless a strategy fills them."""
+        return {"budget": {"stage1_fraction": None, "grace_s": None, "stage1_closed_s": None,
+                           "switch_wait_s": None},
+                "stage_switch_s": None, "stage2_started_s": None, "stage2_top": None, "stage2_candidates": None}
+
+    def stage_labels(self) -> dict[int, str] | None:
+        """Legend text per stage in search_curve.png (None: the defaults)."""
+        return None
+
+    # ------------------------------------------------------------------ events
+    def on_event(self, event: events.SearchEvent, driver) -> None:
+        """React to an event of the search (after the driver's own handling): log lines, state entries."""

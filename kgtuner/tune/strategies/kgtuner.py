@@ -1,0 +1,376 @@
+"""KGTuner (Zhang et al., ACL 2022), ``search=kgtuner``: two stages, subgraph then full graph.
+
+Algorithm (paper, Algorithm 1), as run here:
+
+1. stage 1, active time [0, B/2): RF+BORE over the decoupled space (``searcher``) on the
+   ``subgraph_sampler`` subgraph with ``subgraph_ratio`` of the entities, up to one trial per slot;
+2. the switch (at ``stage1_fraction`` x B, or when stage 1's share of a trial budget is suggested):
+   no new stage-1 trial; under a time budget the running ones stop before their next step (their
+   stage deadline), under a trial budget they run to their end. The ranking waits until *every*
+   stage-1 trial has ended -- at most ``budget.grace_s`` (``budget.grace_fraction`` of B) after stage
+   1 closed; a trial still running then is ranked by its best value so far (or left out without one)
+   and named in the log. The wait is part of the budget (``summary.json["budget"]["switch_wait_s"]``);
+3. the top-k (``top_k``) stage-1 configurations are expanded in batch x dim
+   (``kgtuner.search.stage2_candidates``) and a *fresh* RF+BORE in finite-candidate mode
+   (``stage2_searcher``) chooses among them on the full graph until B (or the candidates are exhausted);
+4. the answer is the best stage-2 trial; if stage 2 produced none, the best stage-1 trial, flagged
+   (``best.from_subgraph``, a warning): its metrics were measured on the subgraph.
+
+Both stages run in one Tune run, so the trial actors (``reuse_actors``) serve both stages. A trial the
+early-stopping scheduler stopped at a rung (``search=kgtuner_asha``) is passed to the inner searcher as a
+low-fidelity observation and ranked after every fully-trained stage-1 trial.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ray.tune.search import Searcher
+
+from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
+from kgtuner.tune import events
+from kgtuner.tune.strategies.base import StageSpec, Strategy, graph_key, parse_sampler, train_controls
+from kgtuner.tune.strategies.meta import MetaSearcher
+from kgtuner.validation import number
+
+#: summary.json's warning (and the log's) when the answer comes from stage 1.
+SUBGRAPH_ANSWER_WARNING = (
+    "stage 2 produced no successful trial, so the answer is the best STAGE-1 trial: its configuration "
+    "uses stage 1's batch size and dimension and its metrics were measured on the stage-1 subgraph, "
+    "not on the dataset; retrain it on the full graph (python -m kgtuner.train --config-dir <run dir> "
+    "--config-name best_config) or rerun with a larger budget")
+
+
+# ----------------------------------------------------------------------------------------- searcher
+class StagedSearcher(MetaSearcher):
+    """Run ``stage1`` until ``stage1_end_s``, then a stage-2 searcher over the expanded top-k until ``end_s``.
+
+    Args:
+        stage1: the stage-1 searcher.
+        stage2_factory: ``f(candidates) -> Searcher`` building the stage-2 searcher (picklable, e.g. a
+            ``functools.partial``).
+        expand: ``f(top_configs) -> candidates`` (picklable).
+        stage1_end_s / end_s: active seconds at which stage 1 / the search stop suggesting.
+        grace_s: longest wait, after stage 1 closed, for the running stage-1 trials to end before
+            the ranking (``inf``: wait for all, e.g. under a trial budget).
+        stage1_trials / stage2_trials: trial counts under a trial budget (None for a time budget).
+        top_k: stage-1 configurations carried into stage 2.
+        max_concurrent: trials of the current stage running at once (None: no limit).
+    """
+
+    def __init__(self, stage1: Searcher, *, stage2_factory: Callable, expand: Callable,
+                 stage1_end_s: float = math.inf, end_s: float = math.inf, stage1_trials: int | None = None,
+                 stage2_trials: int | None = None, top_k: int = 10, max_concurrent: int | None = None,
+                 grace_s: float = math.inf, **kwargs):
+        super().__init__(max_concurrent=max_concurrent, **kwargs)
+        self.inner1 = stage1
+        self.inner2: Searcher | None = None
+        self.stage2_factory = stage2_factory
+        self.expand = expand
+        self.stage1_end_s = float(stage1_end_s)
+        self.end_s = float(end_s)
+        self.grace_s = float(grace_s)
+        self.stage1_closed_s: float | None = None  # active second at which stage 1 stopped suggesting
+        self.switch_wait_s: float | None = None    # seconds from then to the ranking
+        self.limits = {1: stage1_trials, 2: stage2_trials}
+        self.top_k = int(top_k)
+        self.phase: int | str = 1         # 1, "switch", 2
+        self.suggested = {1: 0, 2: 0}
+        self.stage1_scores: dict[str, tuple[dict, float]] = {}
+        self.stage1_early: dict[str, tuple[dict, float, int]] = {}  # stopped by ASHA: (config, mrr, rung)
+        self.top: list[dict] = []
+        self.candidates: list[dict] = []
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _stage_over(self, stage: int) -> bool:
+        limit = self.limits[stage]
+        if limit is not None and self.suggested[stage] >= limit:
+            return True
+        return self._elapsed() >= (self.stage1_end_s if stage == 1 else self.end_s)
+
+    def top_configs(self) -> list[dict]:
+        """The ``top_k`` best distinct stage-1 configurations by validation MRR: finished trials by
+        their final result, still-running ones by the best value they reported so far; trials
+        stopped early by ASHA after all of those (higher rung first, then MRR)."""
+        scores = dict(self.stage1_scores)
+        for tid, value in self.latest.items():
+            if tid not in scores and tid in self.running and self.trial_stage.get(tid) == 1:
+                scores[tid] = (self.configs[tid], value)
+        ranked = [cfg for _, (cfg, _) in sorted(scores.items(), key=lambda kv: (-kv[1][1], kv[0]))]
+        ranked += [cfg for _, (cfg, _, _) in sorted(self.stage1_early.items(),
+                                                    key=lambda kv: (-kv[1][2], -kv[1][1], kv[0]))]
+        out: list[dict] = []
+        for cfg in ranked:
+            if cfg not in out:
+                out.append(cfg)
+            if len(out) == self.top_k:
+                break
+        return out
+
+    def _close_stage1(self) -> None:
+        self.phase = "switch"
+        self.stage1_closed_s = self._elapsed()
+        events.notify(events.StageClosed(1))
+
+    def _switch(self) -> None:
+        """Stage 1 is over: once every stage-1 trial has ended (or the grace has passed), rank them
+        and build the stage-2 candidates and searcher."""
+        running = self._running(1)
+        waited = self._elapsed() - (self.stage1_closed_s if self.stage1_closed_s is not None else self.stage1_end_s)
+        if running and waited < self.grace_s:
+            return  # some stage-1 trials are still ending: rank when they have their values
+        top = self.top_configs()
+        if not top and running:
+            return  # no stage-1 value at all yet: past the grace too, wait for the first one
+        if running:
+            events.notify(events.SwitchGracePassed(tuple(running), {t: self.latest.get(t) for t in running}))
+        if not top:
+            events.notify(events.SearchFailed("stage 1 produced no successful trial, so there is nothing to "
+                                              "fine-tune; see the errors in trials.parquet"))
+            self._finish()
+            return
+        self.top = top
+        self.switch_wait_s = max(0.0, waited)
+        self.candidates = list(self.expand(self.top))
+        self.inner2 = self.stage2_factory(self.candidates)
+        self.phase = 2
+        events.notify(events.StageSwitched(2, list(self.top), list(self.candidates), self.switch_wait_s))
+
+    # ---- MetaSearcher hooks ----------------------------------------------------------------
+    def _next(self, trial_id: str):
+        if self.phase == 1 and self._stage_over(1):
+            self._close_stage1()
+        if self.phase == "switch":
+            self._switch()
+            if self.done:
+                return Searcher.FINISHED
+            if self.phase != 2:
+                return None
+        stage = 1 if self.phase == 1 else 2
+        if stage == 2 and self._stage_over(2):
+            return self._finish()
+        if not self._slot_free(stage):
+            return None
+        inner = self.inner1 if stage == 1 else self.inner2
+        config = inner.suggest(trial_id)
+        if config is None:
+            return None
+        if config == Searcher.FINISHED:  # e.g. the stage-2 candidates are exhausted
+            if stage == 1:
+                self._close_stage1()
+                return None
+            return self._finish()
+        self.suggested[stage] += 1
+        return self._start(trial_id, stage, config)
+
+    def _inner(self, trial_id: str) -> Searcher | None:
+        return self.inner1 if self.trial_stage.get(trial_id) == 1 else self.inner2
+
+    def _on_result(self, trial_id, result, report) -> None:
+        inner = self._inner(trial_id)
+        if inner is not None:
+            inner.on_trial_result(trial_id, result)
+
+    def _on_complete(self, trial_id, result, score, early) -> None:
+        inner = self._inner(trial_id)
+        if inner is None:
+            return
+        stage = self.trial_stage[trial_id]
+        if score is None:
+            inner.on_trial_complete(trial_id, result=None, error=True)
+            return
+        if early is not None:  # stopped at a rung: a low-fidelity observation, not a finished MRR
+            inner.on_trial_complete(trial_id, result={**result, EARLY_STOPPED: True,
+                                                      EARLY_STOP_RUNG: int(early.rung)}, error=False)
+            if stage == 1:
+                self.stage1_early[trial_id] = (self.configs[trial_id], score, int(early.rung))
+            return
+        inner.on_trial_complete(trial_id, result=result, error=False)
+        if stage == 1:
+            self.stage1_scores[trial_id] = (self.configs[trial_id], score)
+
+
+def _stage2_searcher(candidates, *, search_cfg, space, max_concurrent, seed):
+    from kgtuner.search import make_stage2_searcher
+
+    return make_stage2_searcher(search_cfg, list(candidates), space, metric="valid_mrr", mode="max",
+                                max_concurrent=max_concurrent, seed=seed)
+
+
+def _expand(top_configs, *, space):
+    from kgtuner.search import stage2_candidates
+
+    return stage2_candidates(space, top_configs)
+
+
+def make_staged_searcher(search_cfg: Mapping[str, Any], space, *, slots: int, seed: int, stage1_end_s: float,
+                         end_s: float, grace_s: float, top_k: int, stage1_trials: int | None = None,
+                         stage2_trials: int | None = None) -> StagedSearcher:
+    """KGTuner's searcher: RF+BORE (``search.searcher``) in stage 1, a fresh forest over the expanded
+    top-k (``search.stage2_searcher``, seeded ``seed + 1``) in stage 2."""
+    from kgtuner.search import make_searcher
+
+    stage1 = make_searcher(search_cfg, space, metric="valid_mrr", mode="max", max_concurrent=slots, seed=seed,
+                           kind="rf_bore")
+    return StagedSearcher(
+        stage1, stage2_factory=functools.partial(_stage2_searcher, search_cfg=dict(search_cfg), space=space,
+                                                 max_concurrent=slots, seed=seed + 1),
+        expand=functools.partial(_expand, space=space), stage1_end_s=stage1_end_s, end_s=end_s,
+        stage1_trials=stage1_trials, stage2_trials=stage2_trials, top_k=top_k, max_concurrent=slots,
+        grace_s=grace_s)
+
+
+# ----------------------------------------------------------------------------------------- strategy
+@dataclass(frozen=True)
+class KGTunerOptions:
+    """KGTuner's own knobs (``conf/search/kgtuner.yaml``), validated."""
+
+    subgraph_ratio: float = 0.2
+    subgraph_sampler: str = "multi_rw"
+    top_k: int = 10
+
+
+class KGTuner(Strategy):
+    """The paper's two-stage algorithm (see the module docstring); refuses ``search.early_stop``."""
+
+    names = ("kgtuner",)
+    two_stage = True
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.sub = None
+
+    @classmethod
+    def parse(cls, search, budget, trial) -> KGTunerOptions:
+        ratio = number("search.subgraph_ratio", search.get("subgraph_ratio", 0.2), minimum=0, maximum=1,
+                       low_open=True)
+        top_k = number("search.top_k", search.get("top_k", 10), integer=True, minimum=1)
+        return KGTunerOptions(subgraph_ratio=ratio, subgraph_sampler=parse_sampler(search, "multi_rw"), top_k=top_k)
+
+    @classmethod
+    def budget_split(cls, search) -> float:
+        return number("search.stage1_fraction", search.get("stage1_fraction", 0.5), minimum=0, maximum=1,
+                      low_open=True, high_open=True)
+
+    @classmethod
+    def early_stop_policy(cls, search):
+        return "refused", ("search=kgtuner is the paper's algorithm, without early stopping (search.early_stop="
+                           "{mode} given); for KGTuner with ASHA early stopping choose search=kgtuner_asha")
+
+    @classmethod
+    def trial_controls(cls, trial) -> dict[int, Any]:
+        return {1: trial.stage1, 2: trial.stage2}
+
+    # ------------------------------------------------------------------ graphs and stages
+    def prepare(self, full) -> None:
+        super().prepare(full)
+        if self.options.subgraph_ratio >= 1:
+            self.sub = full  # search.subgraph_ratio=1: stage 1 on the full graph (the paper's space ablation)
+        else:
+            from kgtuner.data import sample_subgraph
+
+            self.sub = sample_subgraph(full, ratio=self.options.subgraph_ratio, seed=self.settings.seed,
+                                       sampler=self.options.subgraph_sampler).graph
+
+    def graphs(self) -> dict[str, Any]:
+        return {graph_key(self.sub): self.sub, graph_key(self.full): self.full}
+
+    def data_note(self) -> str:
+        sub = self.sub
+        return (f"; stage-1 subgraph ({self.options.subgraph_sampler}, ratio {self.options.subgraph_ratio}): "
+                f"{sub.num_entities} entities, {len(sub.train)} train / {len(sub.valid)} valid")
+
+    def stages(self) -> dict[int, StageSpec]:
+        s = self.settings
+        return {1: StageSpec(graph_key(self.sub), train_controls(s, s.trial.stage1), s.budget.stage_window(1, 2)[1]),
+                2: StageSpec(graph_key(self.full), train_controls(s, s.trial.stage2), s.budget.end_s)}
+
+    def answer_stage(self) -> int:
+        return 2
+
+    # ------------------------------------------------------------------ the search
+    def searcher(self, space, slots: int) -> StagedSearcher:
+        s = self.settings
+        budget = s.budget
+        return make_staged_searcher(s.search, space, slots=slots, seed=s.seed, stage1_end_s=budget.stage_window(1, 2)[1],
+                                    end_s=budget.end_s, grace_s=budget.grace_s, top_k=self.options.top_k,
+                                    stage1_trials=budget.stage_trials(1, 2), stage2_trials=budget.stage_trials(2, 2))
+
+    def describe(self, space_name: str, slots: int, resources: dict) -> str:
+        s = self.settings
+        return (f"KGTuner: stage 1 (RF+BORE on the subgraph) then stage 2 (top-{self.options.top_k} expanded, "
+                f"full graph); budget {self.budget_text()}, switch at {s.budget.stage1_fraction:g} of it; "
+                f"{slots} concurrent trials, {resources} each")
+
+    # ------------------------------------------------------------------ the answer and the summary
+    def best_row(self, store) -> dict | None:
+        return store.best(2) or store.best(1)
+
+    def from_subgraph(self, best: dict | None) -> bool:
+        return bool(best is not None and int(best["stage"]) == 1 and self.options.subgraph_ratio < 1)
+
+    def warnings(self, best: dict | None) -> list[str]:
+        return [SUBGRAPH_ANSWER_WARNING] if self.from_subgraph(best) else []
+
+    def describe_answer(self, best: dict, state: Mapping[str, Any], early_stopped: bool) -> dict:
+        name = self.settings.search_name
+        stage = int(best["stage"])
+        search = dict(self.settings.search or {})
+        if stage == 2:
+            searcher = (search.get("stage2_searcher") or {}).get("name", "rf_bore")
+            top = len(state.get("top") or []) or self.options.top_k
+            text = (f"{name} stage 2: {searcher.upper().replace('_', '+')} over the top-{top} stage-1 "
+                    "configurations expanded in batch x dim, trained on the full graph")
+        else:
+            searcher = (search.get("searcher") or {}).get("name", "rf_bore")
+            text = (f"{name} stage 1 (subgraph): no stage-2 trial finished, so the answer is the best configuration "
+                    "found on the subgraph")
+        if early_stopped:
+            text += "; stopped early by ASHA (no fully trained trial)"
+        return {"search": name, "stage": stage, "searcher": searcher, "early_stopped": bool(early_stopped),
+                "description": text}
+
+    def summary(self, state, store) -> dict:
+        budget = self.settings.budget
+        return {"budget": {"stage1_fraction": budget.stage1_fraction,
+                           "grace_s": budget.grace_s if budget.timed else None,
+                           "stage1_closed_s": state.get("stage1_closed_s"),
+                           "switch_wait_s": state.get("switch_wait_s")},
+                "stage_switch_s": budget.stage1_end_s if budget.timed else None,
+                "stage2_started_s": state.get("switch_s"),
+                "stage2_top": len(state.get("top") or []),
+                "stage2_candidates": len(state.get("candidates") or [])}
+
+    # ------------------------------------------------------------------ events
+    def on_event(self, event, driver) -> None:
+        budget = self.settings.budget
+        if isinstance(event, events.StageClosed):
+            grace = budget.grace_s
+            driver.state["stage1_closed_s"] = round(driver.elapsed(), 3)
+            driver.log(f"stage 1 ends at t={driver.elapsed():.1f}s: no new stage-1 trials; the {driver.running()} "
+                       "running trial(s) "
+                       + ("stop before their next step (best validation so far, or one final validation)"
+                          if budget.timed else "finish (each is one of the budgeted trials)")
+                       + "; the top-k is ranked when every stage-1 trial has its value"
+                       + (f" (at most {grace:.1f}s from now: budget.grace_fraction)" if math.isfinite(grace) else ""))
+        elif isinstance(event, events.SwitchGracePassed):
+            running, latest = list(event.running), event.latest
+            ranked = [t for t in running if latest.get(t) is not None]
+            driver.log(f"warning: {len(running)} stage-1 trial(s) still running {budget.grace_s:.1f}s "
+                       f"(budget.grace_fraction) after stage 1 ended: {', '.join(running)}; "
+                       + (f"{', '.join(ranked)} ranked by the best validation MRR reported so far" if ranked else "")
+                       + ("; " if ranked and len(ranked) < len(running) else "")
+                       + (f"{len(running) - len(ranked)} without any validation left out of the ranking"
+                          if len(ranked) < len(running) else ""))
+            driver.state["switch_unfinished"] = running
+        elif isinstance(event, events.StageSwitched):
+            driver.state.update(top=event.top, candidates=event.candidates, switch_s=round(driver.elapsed(), 3),
+                                switch_wait_s=round(float(event.wait_s), 3))
+            driver.save_state()
+            driver.log(f"stage switch at t={driver.elapsed():.1f}s, {event.wait_s:.1f}s after stage 1 ended (waiting "
+                       f"for its running trials): top-{len(event.top)} of all stage-1 configurations expanded to "
+                       f"{len(event.candidates)} stage-2 candidates; RF+BORE re-initialised; trials now train on the "
+                       "full graph")

@@ -1,0 +1,128 @@
+"""``MetaSearcher``: the plumbing every strategy's searcher shares, written once.
+
+A strategy's searcher runs inside the coordinator's one Tune run and decides which configuration of
+which stage starts next; it wraps one or more inner searchers (kgtuner.search: RF+BORE, random,
+TPE). What is common lives here:
+
+* the running set, each trial with its stage, and a per-stage concurrency cap (trials of a stage
+  that has ended and are still stopping do not count against the next stage): :meth:`_slot_free`;
+* the global ``trial_index`` and the meta keys of a suggestion (:meth:`_start`);
+* the budget clock of the live driver (:meth:`_elapsed`, via :mod:`kgtuner.tune.events`);
+* failure scoring: a result is read as a :class:`~kgtuner.tune.report.TrialReport`, a failure (error,
+  ``trial_status=failed`` or no finite metric) scores None; the best value a running trial reported so
+  far is kept in ``latest``; an early stop by the scheduler is looked up once, at completion;
+* the FINISHED handshake: :meth:`_finish` tells the driver (``SearchFinished``) and answers FINISHED
+  from then on;
+* state: ``get_state``/``set_state`` save and restore the whole ``__dict__`` (cloudpickled: inner
+  searchers may hold closures), like Ray's own searchers, so no field can be forgotten.
+
+Subclasses implement :meth:`_next` (the next suggestion, None or FINISHED) and may override
+:meth:`_on_result` and :meth:`_on_complete`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ray import cloudpickle
+from ray.tune.search import Searcher
+
+from kgtuner.search.base import PickledStateSearcher
+from kgtuner.tune import events
+from kgtuner.tune.report import METRIC, MODE, TrialReport
+
+
+class MetaSearcher(PickledStateSearcher):
+    """Base class of the strategies' searchers (see the module docstring)."""
+
+    def __init__(self, *, max_concurrent: int | None = None, metric: str = METRIC, mode: str = MODE):
+        super().__init__(metric=metric, mode=mode)
+        self.max_concurrent = None if max_concurrent is None else int(max_concurrent)
+        self.done = False
+        self.index = 0                          # trial_index of the next suggestion
+        self.trial_stage: dict[str, int] = {}  # every trial suggested -> its stage
+        self.configs: dict[str, dict] = {}     # every trial suggested -> its hyper-parameters
+        self.running: set[str] = set()
+        self.latest: dict[str, float] = {}     # running trial -> best metric reported so far
+
+    # ---- shared helpers --------------------------------------------------------------------
+    @staticmethod
+    def _elapsed() -> float:
+        return events.elapsed()
+
+    def _running(self, stage: int) -> list[str]:
+        """Running trials of ``stage``, sorted."""
+        return sorted(t for t in self.running if self.trial_stage.get(t) == stage)
+
+    def _slot_free(self, stage: int) -> bool:
+        """True when fewer than ``max_concurrent`` trials of ``stage`` are running."""
+        return self.max_concurrent is None or len(self._running(stage)) < self.max_concurrent
+
+    def _start(self, trial_id: str, stage: int, config: dict) -> dict:
+        """Record ``trial_id`` as a running trial of ``stage``; the suggestion with its meta keys."""
+        config = dict(config)
+        self.trial_stage[trial_id] = int(stage)
+        self.configs[trial_id] = config
+        self.running.add(trial_id)
+        out = {**config, "stage": int(stage), "trial_index": self.index}
+        self.index += 1
+        return out
+
+    def _finish(self) -> str:
+        self.done = True
+        events.notify(events.SearchFinished())
+        return Searcher.FINISHED
+
+    # ---- hooks -----------------------------------------------------------------------------
+    def _next(self, trial_id: str):
+        """The next suggestion (via :meth:`_start`), None (nothing now) or ``Searcher.FINISHED``."""
+        raise NotImplementedError
+
+    def _on_result(self, trial_id: str, result: dict, report: TrialReport) -> None:
+        """An intermediate result of a known trial (``latest`` is updated already)."""
+
+    def _on_complete(self, trial_id: str, result: dict | None, score: float | None,
+                     early: events.TrialEarlyStopped | None) -> None:
+        """``trial_id`` ended: ``score`` None for a failure; ``early`` when the scheduler stopped it at a rung."""
+
+    # ---- Searcher API ----------------------------------------------------------------------
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        # The inner searchers were built with their spaces, metric and mode; Tune's (empty)
+        # param_space must not replace them.
+        return True
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        self.max_concurrent = int(max_concurrent)
+        return True
+
+    def suggest(self, trial_id: str):
+        if self.done:
+            return Searcher.FINISHED
+        return self._next(trial_id)
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        if trial_id not in self.trial_stage:
+            return
+        report = TrialReport.from_dict(result)
+        value = report.score()
+        if value is not None and trial_id in self.running:
+            self.latest[trial_id] = max(value, self.latest.get(trial_id, -math.inf))
+        self._on_result(trial_id, result, report)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if trial_id not in self.trial_stage:
+            return
+        self.running.discard(trial_id)
+        self.latest.pop(trial_id, None)
+        score = None if error or result is None else TrialReport.from_dict(result).score()
+        early = events.early_stop_of(trial_id) if score is not None else None
+        self._on_complete(trial_id, result, score, early)
+
+    # ---- state -----------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        # the whole instance: a field added later cannot be forgotten by a hand-kept list
+        return {"dict": cloudpickle.dumps(self.__dict__)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(cloudpickle.loads(state["dict"]))

@@ -1,0 +1,90 @@
+"""One-stage baselines, ``search=random|tpe|rf_bore``: one searcher on the full graph for the whole budget.
+
+The searcher is ``kgtuner.search.make_searcher``'s (``search.searcher`` its arguments) over the
+``space`` group -- the full space by default (``conf/search/<name>.yaml`` overrides the space group),
+as in the paper's comparison. ``search.early_stop=asha`` works with ``random`` and ``rf_bore`` (their
+searchers take a trial stopped at a rung as a low-fidelity observation), not with ``tpe``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from ray.tune.search import Searcher
+
+from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
+from kgtuner.tune.strategies.base import Strategy
+from kgtuner.tune.strategies.meta import MetaSearcher
+
+#: Searches whose searchers take an early-stopped trial as a low-fidelity observation.
+WITH_EARLY_STOP = ("rf_bore", "random")
+
+
+class OneStageSearcher(MetaSearcher):
+    """``inner``'s suggestions, tagged stage 1, until ``end_s`` or ``trials`` suggestions; then FINISHED."""
+
+    def __init__(self, inner: Searcher, *, end_s: float = math.inf, trials: int | None = None,
+                 max_concurrent: int | None = None, **kwargs):
+        super().__init__(max_concurrent=max_concurrent, **kwargs)
+        self.inner = inner
+        self.end_s = float(end_s)
+        self.trials = trials
+
+    def _next(self, trial_id: str):
+        if (self.trials is not None and self.index >= self.trials) or self._elapsed() >= self.end_s:
+            return self._finish()
+        if not self._slot_free(1):
+            return None
+        config = self.inner.suggest(trial_id)
+        if config is None:
+            return None
+        if config == Searcher.FINISHED:
+            return self._finish()
+        return self._start(trial_id, 1, config)
+
+    def _on_result(self, trial_id, result, report) -> None:
+        self.inner.on_trial_result(trial_id, result)
+
+    def _on_complete(self, trial_id, result, score, early) -> None:
+        if score is None:
+            self.inner.on_trial_complete(trial_id, result=None, error=True)
+        elif early is not None:  # stopped at a rung: a low-fidelity observation, not a finished MRR
+            self.inner.on_trial_complete(trial_id, result={**result, EARLY_STOPPED: True,
+                                                           EARLY_STOP_RUNG: int(early.rung)}, error=False)
+        else:
+            self.inner.on_trial_complete(trial_id, result=result, error=False)
+
+
+class OneStage(Strategy):
+    """Random search, TPE or RF+BORE over the whole budget on the full graph."""
+
+    names = ("random", "tpe", "rf_bore")
+
+    @classmethod
+    def early_stop_policy(cls, search: Mapping[str, Any]):
+        name = search.get("name")
+        if name in WITH_EARLY_STOP:
+            return "optional", ""
+        return "refused", (f"search.early_stop={{mode}} works with search={'|'.join(WITH_EARLY_STOP)} (and "
+                           f"search=kgtuner_asha), not search={name}: its searcher cannot take a stopped trial as a "
+                           "low-fidelity observation; drop search.early_stop or choose another search")
+
+    def searcher(self, space, slots: int) -> OneStageSearcher:
+        from kgtuner.search import make_searcher
+
+        s = self.settings
+        inner = make_searcher(s.search, space, metric="valid_mrr", mode="max", max_concurrent=slots, seed=s.seed)
+        return OneStageSearcher(inner, end_s=s.budget.end_s, trials=s.budget.stage_trials(1, 1), max_concurrent=slots)
+
+    def describe(self, space_name: str, slots: int, resources: dict) -> str:
+        return (f"one-stage {self.settings.search_name} search on the full graph over the '{space_name}' space; "
+                f"budget {self.budget_text()}; {slots} concurrent trials, {resources} each")
+
+    def describe_answer(self, best: dict, state, early_stopped: bool) -> dict:
+        name = self.settings.search_name
+        text = f"one-stage {name} search over the full space, trained on the full graph"
+        if early_stopped:
+            text += "; stopped early by ASHA (no fully trained trial)"
+        return {"search": name, "stage": int(best["stage"]), "searcher": name, "early_stopped": bool(early_stopped),
+                "description": text}

@@ -55,9 +55,9 @@ def main(argv=None) -> int:
     wall = time.perf_counter() - t0
     rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    from kgtuner.tune.graphs import load_graphs
-
-    full, sub = load_graphs(settings, need_subgraph=True)
+    graphs = list(coordinator.strategy.graphs().values())  # every graph the search trained on
+    full = coordinator.strategy.full
+    sub = next((g for g in graphs if g is not full), full)  # KGTuner: its stage-1 subgraph
     graph_mb = sum(a.nbytes for a in full.to_arrays().values()) / 2**20
     sub_mb = sum(a.nbytes for a in sub.to_arrays().values()) / 2**20
 

@@ -7,14 +7,15 @@ The only package that talks to Ray Tune. Modules by concern:
   the budget clock, Tune events -> trials.parquet rows, outputs; no strategy-specific code), ``budget``
   (``Budget``, ``BudgetClock``), ``deadlines`` (stage deadlines through Ray's KV store), ``events``
   (the typed events and the ``Driver`` protocol the searchers and the scheduler reach the live
-  coordinator through), ``progress`` (the Tune callback feeding the coordinator), ``graphs`` (the
-  ``data`` group's graph);
+  coordinator through), ``progress`` (the Tune callback feeding the coordinator), ``run_dir``
+  (kgtuner_state.json, the ``resume`` checks); the full graph comes from ``kgtuner.data.from_config``;
 * search strategies: ``strategies`` (one module per strategy, found by ``search.name``:
   ``strategy_class(name)``; ``strategies.base.Strategy`` is the contract, ``strategies.meta.MetaSearcher``
   the searchers' shared plumbing), ``early_stop`` (ASHA rungs per stage through the public scheduler API);
 * trial execution: ``trainable`` (``kgtuner_trial``, ``make_trainable``), ``report`` (``TrialReport``: the
   one typed shape of a trial's report);
-* outputs: ``results`` (trials.parquet, summary.json, the summary table), ``plots`` (search_curve.png),
+* outputs: ``outputs`` (summary.json's content, every file written at the end), ``results`` (trials.parquet,
+  the summary table), ``plots`` (search_curve.png),
   ``best_config`` (best_config.yaml), ``answer_model`` (the answer's trained model).
 
 Cluster operations (``ray_cluster``, ``resources``, ``metrics``) are the package :mod:`kgtuner.cluster`.

@@ -29,22 +29,22 @@ from typing import Any
 
 import numpy as np
 
-from kgtuner.errors import ConfigError, KGTunerError
+from kgtuner.errors import KGTunerError
 from kgtuner.tune import events
 from kgtuner.tune.budget import BudgetClock
+from kgtuner.tune.outputs import experiment_summary, write_outputs
 from kgtuner.tune.report import METRIC, MODE, STATUSES, TrialReport, split_config
-from kgtuner.tune.results import ResultsStore, make_row, metrics_of, summary_table, write_summary
+from kgtuner.tune.results import ResultsStore, make_row
+from kgtuner.tune.run_dir import STATE_FILE, atomic_json, check_run_dir, fingerprint
 from kgtuner.tune.settings import ExperimentSettings
 
-STATE_FILE = "kgtuner_state.json"
+__all__ = ["Coordinator", "ExperimentInterrupted", "run_experiment", "check_run_dir", "fingerprint", "STATE_FILE"]
+
 #: Longest wait for the first trial to be ready before the budget clock starts anyway (seconds).
 STARTUP_WAIT_S = 120.0
 SEARCH_DIR = "search"
-BEST_CONFIG_FILE = "best_config.yaml"
 #: Environment for Tune in the driver (set unless the user set them).
 TUNE_ENV = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
-#: Groups whose change makes a resumed run a different experiment.
-FINGERPRINT_KEYS = ("data", "model", "space", "search", "budget", "seed")
 
 
 def _configure_tune() -> None:
@@ -65,41 +65,6 @@ def trial_dirname(trial) -> str:
 
 class ExperimentInterrupted(KGTunerError):
     """The run stopped before its budget ended (Ctrl+C); it can be resumed."""
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
-    os.replace(tmp, path)
-
-
-def fingerprint(settings: ExperimentSettings) -> dict:
-    """The parts of the config a resumed run must share with the original run."""
-    return {k: settings.raw.get(k) for k in FINGERPRINT_KEYS}
-
-
-def check_run_dir(settings: ExperimentSettings, run_dir: str | os.PathLike) -> dict | None:
-    """Check ``resume`` against the run directory (before Ray starts); return the saved state or None."""
-    path = Path(run_dir) / STATE_FILE
-    if settings.resume:
-        if not path.exists():
-            raise ConfigError(
-                f"resume=true but {run_dir} holds no kgtuner experiment ({STATE_FILE} is missing); "
-                "pass the interrupted run's directory with hydra.run.dir=<that directory>")
-        state = json.loads(path.read_text())
-        saved = json.loads(json.dumps(state.get("fingerprint", {}), default=str))
-        now = json.loads(json.dumps(fingerprint(settings), default=str))
-        changed = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
-        if changed:
-            raise ConfigError(
-                f"resume=true with a different configuration than the run in {run_dir}: {changed} changed; "
-                "resume with the original overrides (see its .hydra/overrides.yaml)")
-        return state
-    if path.exists():
-        raise ConfigError(
-            f"{run_dir} already holds a kgtuner experiment; add resume=true to continue it, or choose "
-            "another hydra.run.dir")
-    return None
 
 
 class Coordinator:
@@ -145,7 +110,7 @@ class Coordinator:
 
     def save_state(self) -> None:
         self.state["elapsed_s"] = self.elapsed()
-        _atomic_json(self.run_dir / STATE_FILE, self.state)
+        atomic_json(self.run_dir / STATE_FILE, self.state)
         self._last_save = time.monotonic()
 
     def log(self, msg: str) -> None:
@@ -312,7 +277,7 @@ class Coordinator:
 
         from kgtuner.cluster.ray_cluster import connect_ray
         from kgtuner.cluster.resources import plan_resources
-        from kgtuner.tune.graphs import load_graph
+        from kgtuner.data.from_config import load_graph
 
         events.activate(self)
         try:
@@ -401,57 +366,12 @@ class Coordinator:
         return self.strategy.best_row(self.store)
 
     def summary(self) -> dict:
-        s = self.settings
-        best = self.best_row()
-        counts = self.store.counts()
-        from_subgraph = self.strategy.from_subgraph(best)
-        extra = self.strategy.summary(self.state, self.store)
-        asha = s.early_stop_settings()
-        rungs = self.store.early_stopped()
-        return {
-            **extra,
-            "search": s.search_name, "two_stage": bool(self.strategy.two_stage), "model": s.model_name,
-            "dataset": s.data.get("name") or s.data.get("path"),
-            "best": None if best is None else {
-                "trial_id": best["trial_id"], "stage": best["stage"], "config": json.loads(best["config_json"]),
-                "valid": metrics_of(best, "valid"), "test": metrics_of(best, "test"),
-                "graph": best.get("graph"), "from_subgraph": from_subgraph},
-            "warnings": self.strategy.warnings(best),
-            "trials_per_stage": {k: sum(v.values()) for k, v in counts.items()},
-            "status_per_stage": counts,
-            "budget": {"seconds": s.budget.seconds, "trials": s.budget.trials,
-                       "used_s": round(float(self.state.get("search_elapsed_s", self.elapsed())), 3),
-                       **extra.get("budget", {})},
-            "cluster": {"slots": self.slots, "resources_per_trial": self.resources},
-            "final": self.state.get("final") or None,
-            "early_stop": None if asha is None else {
-                "scheduler": "asha", **asha.as_dict(), "stopped": sum(sum(v.values()) for v in rungs.values()),
-                "rungs": rungs},
-            "run_dir": str(self.run_dir),
-        }
+        """summary.json's content (:func:`kgtuner.tune.outputs.experiment_summary`)."""
+        return experiment_summary(self)
 
     def write_outputs(self) -> dict:
         """trials.parquet, summary.json, best_config.yaml, search_curve.png and the printed table."""
-        from kgtuner.tune.best_config import write_best_config
-        from kgtuner.tune.plots import CURVE_FILE, plot_search_curve
-
-        self.store.flush()
-        summary = self.answer.finish(self.summary(), self)  # + the answer's embeddings.npz / metrics.json
-        for warning in summary["warnings"]:
-            self.log(f"WARNING: {warning}")
-        write_summary(self.run_dir, summary)
-        if summary["best"] is not None:
-            write_best_config(self.run_dir / BEST_CONFIG_FILE, self.settings, summary["best"]["config"],
-                              self.strategy.answer_controls())
-        budget = self.settings.budget
-        plot_search_curve(self.store.rows(), self.run_dir / CURVE_FILE,
-                          switch_s=summary["stage_switch_s"], budget_s=budget.end_s if budget.timed else None,
-                          title=f"{summary['search']}: {summary['dataset']} / {summary['model']}",
-                          stage_labels=self.strategy.stage_labels())
-        if self.verbose:
-            print(summary_table(self.store, summary), file=self.out, flush=True)
-            self.log(f"outputs in {self.run_dir}: trials.parquet, summary.json, {BEST_CONFIG_FILE}, {CURVE_FILE}")
-        return summary
+        return write_outputs(self)
 
 
 def run_experiment(settings: ExperimentSettings, run_dir: str | os.PathLike, **kwargs) -> dict:

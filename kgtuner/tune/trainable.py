@@ -1,11 +1,12 @@
 """The Ray Tune function trainable: train one configuration with the engine, report every validation.
 
 Build it with :func:`make_trainable`, which wraps :func:`kgtuner_trial` in ``tune.with_parameters``
-so the graph arrays go into Ray's object store once (by the driver) and every trial gets a
-zero-copy view; each worker process rebuilds the ``KnowledgeGraph``/``FilterIndex`` once and keeps
+with the strategy's stages (graph key, controls, deadline) and its graphs (put into Ray's object store
+once, by the driver) so every trial gets a zero-copy view of its stage's graph; each worker process rebuilds the ``KnowledgeGraph``/``FilterIndex`` once and keeps
 it for the next trial it runs (``reuse_actors``).
 
-Reported metrics (after each validation, with a checkpoint so the trial can be restored):
+Reports (one typed shape, :class:`kgtuner.tune.report.TrialReport`, reported as its flat ``to_dict()``;
+after each validation, with a checkpoint so the trial can be restored):
 ``valid_mrr`` (best so far, the searcher's metric), ``valid_hits@k`` (of that best validation),
 ``last_valid_mrr``, ``step``, ``stage``, ``node`` (Ray node ID), ``node_ip``, ``gpu``; the last report
 adds ``test_*`` where computed, ``trial_status`` (ok/stopped/failed), ``error`` and ``done``, and (when the

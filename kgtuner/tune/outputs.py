@@ -1,0 +1,70 @@
+"""The experiment's outputs at the end of a run: summary.json's content, and every file written from it.
+
+``experiment_summary(driver)`` composes summary.json: the keys every search has (search, model, dataset,
+the answer, trials per stage and status, budget, cluster, final retraining, early stopping, run_dir) and
+the strategy's own (``Strategy.summary``: KGTuner's switch, GraSH's rounds). ``write_outputs(driver)``
+writes trials.parquet, summary.json, best_config.yaml, search_curve.png and prints the summary table.
+"""
+
+from __future__ import annotations
+
+import json
+
+from kgtuner.tune.results import metrics_of, summary_table, write_summary
+
+BEST_CONFIG_FILE = "best_config.yaml"
+
+
+def experiment_summary(driver) -> dict:
+    """summary.json's content for the coordinator ``driver`` (its settings, strategy, state and trials)."""
+    s, strategy, store, state = driver.settings, driver.strategy, driver.store, driver.state
+    best = strategy.best_row(store)
+    counts = store.counts()
+    extra = strategy.summary(state, store)
+    asha = s.early_stop_settings()
+    rungs = store.early_stopped()
+    return {
+        **extra,
+        "search": s.search_name, "two_stage": bool(strategy.two_stage), "model": s.model_name,
+        "dataset": s.data.get("name") or s.data.get("path"),
+        "best": None if best is None else {
+            "trial_id": best["trial_id"], "stage": best["stage"], "config": json.loads(best["config_json"]),
+            "valid": metrics_of(best, "valid"), "test": metrics_of(best, "test"),
+            "graph": best.get("graph"), "from_subgraph": strategy.from_subgraph(best)},
+        "warnings": strategy.warnings(best),
+        "trials_per_stage": {k: sum(v.values()) for k, v in counts.items()},
+        "status_per_stage": counts,
+        "budget": {"seconds": s.budget.seconds, "trials": s.budget.trials,
+                   "used_s": round(float(state.get("search_elapsed_s", driver.elapsed())), 3),
+                   **extra.get("budget", {})},
+        "cluster": {"slots": driver.slots, "resources_per_trial": driver.resources},
+        "final": state.get("final") or None,
+        "early_stop": None if asha is None else {
+            "scheduler": "asha", **asha.as_dict(), "stopped": sum(sum(v.values()) for v in rungs.values()),
+            "rungs": rungs},
+        "run_dir": str(driver.run_dir),
+    }
+
+
+def write_outputs(driver) -> dict:
+    """trials.parquet, summary.json, best_config.yaml, search_curve.png and the printed table; the summary."""
+    from kgtuner.tune.best_config import write_best_config
+    from kgtuner.tune.plots import CURVE_FILE, plot_search_curve
+
+    driver.store.flush()
+    summary = driver.answer.finish(experiment_summary(driver), driver)  # + the answer's model files
+    for warning in summary["warnings"]:
+        driver.log(f"WARNING: {warning}")
+    write_summary(driver.run_dir, summary)
+    if summary["best"] is not None:
+        write_best_config(driver.run_dir / BEST_CONFIG_FILE, driver.settings, summary["best"]["config"],
+                          driver.strategy.answer_controls())
+    budget = driver.settings.budget
+    plot_search_curve(driver.store.rows(), driver.run_dir / CURVE_FILE,
+                      switch_s=summary["stage_switch_s"], budget_s=budget.end_s if budget.timed else None,
+                      title=f"{summary['search']}: {summary['dataset']} / {summary['model']}",
+                      stage_labels=driver.strategy.stage_labels())
+    if driver.verbose:
+        print(summary_table(driver.store, summary), file=driver.out, flush=True)
+        driver.log(f"outputs in {driver.run_dir}: trials.parquet, summary.json, {BEST_CONFIG_FILE}, {CURVE_FILE}")
+    return summary

@@ -67,6 +67,12 @@ def test_every_experiment_preset_composes_and_validates(overrides, monkeypatch):
         assert s.data["name"] == f"ogbl-{dataset}"
 
 
+def test_a_preset_leaves_the_space_to_the_search_group():
+    assert _compose("+experiment=biokg_complex").space.name == "decoupled"  # KGTuner's
+    assert _compose("+experiment=biokg_complex", "search=random").space.name == "full"  # the baselines'
+    assert _compose("+experiment=wn18rr", "search=tpe", "space=shrunk").space.name == "shrunk"
+
+
 def test_a_shortcut_is_its_dataset_preset_with_the_model():
     assert _compose("+experiment=biokg_complex") == _compose("+experiment=biokg", "model=complex")
     assert _compose("+experiment=wn18rr_complex") == _compose("+experiment=wn18rr", "model=complex")

@@ -1,8 +1,8 @@
-"""``make_searcher``: the searcher a ``conf/search/*.yaml`` selects, keyed by its ``name``.
+"""``make_searcher``: a searcher of one kind (``random``, ``tpe``, ``rf_bore``) from a ``conf/search/*.yaml``.
 
-``search_cfg`` is that file as a dict: ``name`` picks the registry entry and ``searcher`` holds
-the keyword arguments of the searcher class (unknown ones are a ``ConfigError``); every other key
-is for the coordinator (``kgtuner.tune``) and ignored here.
+``search_cfg`` is that file as a dict: ``kind`` (default: its ``name``) picks the registry entry and
+``searcher`` holds the keyword arguments of the searcher class (unknown ones are a ``ConfigError``); every
+other key is for the search strategy (``kgtuner.tune.strategies``) and ignored here.
 """
 
 from __future__ import annotations
@@ -47,17 +47,13 @@ def _tpe(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
     return ConcurrencyLimiter(searcher, max_concurrent) if max_concurrent else searcher
 
 
-#: searcher kind -> builder. The strategies of ``kgtuner.tune.strategies`` pass their kind (KGTuner:
-#: ``rf_bore`` in stage 1, stage 2 from ``make_stage2_searcher``; GraSH: ``random`` in round 1); the
-#: strategy names stay here so that ``make_searcher(conf/search/<name>.yaml as a dict, space)`` builds
-#: each file's own searcher.
+#: searcher kind -> builder. The one-stage baselines' ``search.name`` is their kind; the other strategies
+#: of ``kgtuner.tune.strategies`` name the kind they wrap (KGTuner: ``rf_bore`` in stage 1, stage 2 from
+#: ``make_stage2_searcher``; GraSH: ``random`` in round 1), so a new strategy needs no entry here.
 SEARCHERS: dict[str, Callable[..., Searcher]] = {
     "random": _random,
     "tpe": _tpe,
     "rf_bore": _rf_bore,
-    "kgtuner": _rf_bore,
-    "kgtuner_asha": _rf_bore,
-    "grash": _random,
 }
 
 
@@ -69,7 +65,7 @@ def make_searcher(search_cfg: Mapping[str, Any], space: SearchSpace | str, metri
     (``kind``: ``random``, ``rf_bore``, ``tpe``), so a new strategy needs no entry here."""
     name = kind if kind is not None else search_cfg.get("name")
     if name not in SEARCHERS:
-        raise ConfigError(f"unknown search {name!r}: choose one of {sorted(SEARCHERS)} (conf/search/*.yaml)")
+        raise ConfigError(f"unknown searcher {name!r}: choose one of {sorted(SEARCHERS)}")
     return SEARCHERS[name](search_cfg, _as_space(space), metric, mode, max_concurrent, seed)
 
 

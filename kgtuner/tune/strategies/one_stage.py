@@ -74,7 +74,8 @@ class OneStage(Strategy):
         from kgtuner.search import make_searcher
 
         s = self.settings
-        inner = make_searcher(s.search, space, metric="valid_mrr", mode="max", max_concurrent=slots, seed=s.seed)
+        inner = make_searcher(s.search, space, metric="valid_mrr", mode="max", max_concurrent=slots, seed=s.seed,
+                              kind=s.search_name)
         return OneStageSearcher(inner, end_s=s.budget.end_s, trials=s.budget.stage_trials(1, 1), max_concurrent=slots)
 
     def describe(self, space_name: str, slots: int, resources: dict) -> str:

@@ -27,6 +27,7 @@ from kgtuner.errors import ConfigError
 from kgtuner.search.candidates import first_novel
 from kgtuner.search.ray_space import has_domains, space_from_ray
 from kgtuner.search.space import SearchSpace
+from kgtuner.validation import number
 
 _STATE_VERSION = 1
 #: Result keys that mark a trial stopped early by a scheduler (a low-fidelity observation).
@@ -81,16 +82,14 @@ class SpaceSearcher(PickledStateSearcher):
                  max_concurrent: int | None = None, min_distance: float = 0.01):
         if mode not in (None, "min", "max"):
             raise ConfigError(f"mode must be 'min' or 'max', got {mode!r}")
-        if max_concurrent is not None and int(max_concurrent) < 1:
-            raise ConfigError(f"max_concurrent must be >= 1, got {max_concurrent!r}")
-        if not 0 <= float(min_distance) < 1:
-            raise ConfigError(f"min_distance must be in [0, 1), got {min_distance!r}")
+        max_concurrent = number("max_concurrent", max_concurrent, integer=True, minimum=1, allow_none=True)
+        min_distance = number("min_distance", min_distance, minimum=0, maximum=1, high_open=True)
         super().__init__(metric=metric, mode=mode)
         self._space = _as_space(space)
         self._nested = self._space is not None and any("/" in n for n in self._space.names)
-        self.seed = int(seed)
-        self.max_concurrent = None if max_concurrent is None else int(max_concurrent)
-        self.min_distance = float(min_distance)
+        self.seed = number("seed", seed, integer=True)
+        self.max_concurrent = max_concurrent
+        self.min_distance = min_distance
         self._candidate_cfgs: list[dict] | None = None
         if candidates is not None:
             self._set_candidates(candidates)

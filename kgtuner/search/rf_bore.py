@@ -62,6 +62,7 @@ from kgtuner.errors import ConfigError
 from kgtuner.search.base import SpaceSearcher
 from kgtuner.search.candidates import evolve, first_novel
 from kgtuner.search.forest import RollingForest
+from kgtuner.validation import number
 
 PENDING_STRATEGIES = ("pseudo_negative", "exclude", "ignore")
 INITIAL_ORDERS = ("random", "ordered")
@@ -120,40 +121,27 @@ class RFBORESearcher(SpaceSearcher):
                  seed: int = 0, candidates: Sequence[Mapping[str, Any]] | None = None,
                  max_concurrent: int | None = None, min_distance: float = 0.01, n_jobs: int | None = 1,
                  initial: str = "random"):
-        checks = [
-            (n_initial is None or int(n_initial) >= 1, "n_initial must be >= 1 (or null for the default)"),
-            (0 < float(gamma) < 1, "gamma must be in (0, 1)"),
-            (int(n_trees) >= 1, "n_trees must be >= 1"),
-            (trees_per_fit is None or int(trees_per_fit) >= 1, "trees_per_fit must be >= 1 or null"),
-            (int(n_candidates) >= 1, "n_candidates must be >= 1"),
-            (int(evolve_rounds) >= 0, "evolve_rounds must be >= 0"),
-            (int(n_offspring) >= 1, "n_offspring must be >= 1"),
-            (int(n_parents) >= 1, "n_parents must be >= 1"),
-            (float(mutation_scale) > 0, "mutation_scale must be > 0"),
-            (batch in BATCH_STRATEGIES, f"batch must be one of {BATCH_STRATEGIES}"),
-            (int(thompson_trees) >= 1, "thompson_trees must be >= 1"),
-            (pending in PENDING_STRATEGIES, f"pending must be one of {PENDING_STRATEGIES}"),
-            (initial in INITIAL_ORDERS, f"initial must be one of {INITIAL_ORDERS}"),
-        ]
-        for ok, msg in checks:
-            if not ok:
-                raise ConfigError(f"RFBORESearcher: {msg} (got n_initial={n_initial!r}, gamma={gamma!r}, "
-                                  f"n_trees={n_trees!r}, trees_per_fit={trees_per_fit!r}, "
-                                  f"n_candidates={n_candidates!r}, evolve_rounds={evolve_rounds!r}, "
-                                  f"n_offspring={n_offspring!r}, batch={batch!r}, "
-                                  f"thompson_trees={thompson_trees!r}, pending={pending!r})")
-        self.n_initial = None if n_initial is None else int(n_initial)
-        self.gamma = float(gamma)
-        self.n_candidates = int(n_candidates)
-        self.evolve_rounds = int(evolve_rounds)
-        self.n_offspring = int(n_offspring)
-        self.n_parents = int(n_parents)
-        self.mutation_scale = float(mutation_scale)
+        def whole(name: str, value: Any, minimum: int, allow_none: bool = False) -> int | None:
+            return number(f"RFBORESearcher: {name}", value, integer=True, minimum=minimum, allow_none=allow_none)
+
+        for name, value, options in (("batch", batch, BATCH_STRATEGIES), ("pending", pending, PENDING_STRATEGIES),
+                                     ("initial", initial, INITIAL_ORDERS)):
+            if value not in options:
+                raise ConfigError(f"RFBORESearcher: {name} must be one of {options}, got {value!r}")
+        self.n_initial = whole("n_initial", n_initial, 1, allow_none=True)
+        self.gamma = number("RFBORESearcher: gamma", gamma, minimum=0, low_open=True, maximum=1, high_open=True)
+        n_trees = whole("n_trees", n_trees, 1)
+        trees_per_fit = whole("trees_per_fit", trees_per_fit, 1, allow_none=True)
+        self.n_candidates = whole("n_candidates", n_candidates, 1)
+        self.evolve_rounds = whole("evolve_rounds", evolve_rounds, 0)
+        self.n_offspring = whole("n_offspring", n_offspring, 1)
+        self.n_parents = whole("n_parents", n_parents, 1)
+        self.mutation_scale = number("RFBORESearcher: mutation_scale", mutation_scale, minimum=0, low_open=True)
         self.batch = batch
-        self.thompson_trees = int(thompson_trees)
+        self.thompson_trees = whole("thompson_trees", thompson_trees, 1)
         self.pending = pending
         self.initial = initial
-        self._forest = RollingForest(int(n_trees), trees_per_fit, n_jobs=n_jobs)
+        self._forest = RollingForest(n_trees, trees_per_fit, n_jobs=n_jobs)
         super().__init__(space, metric, mode, seed, candidates, max_concurrent, min_distance)
 
     def _reset_history(self) -> None:

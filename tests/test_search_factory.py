@@ -101,7 +101,13 @@ def test_drop_in_ray_tune_run(tmp_path):
         assert all(c["const"] == 1 and 0 <= c["x"] <= 1 for c in configs)
         assert len({(round(c["x"], 6), c["c"]) for c in configs}) == 10
         assert searcher.n_observations == 10
-        assert list((tmp_path / "dropin").glob("searcher-state-*.pkl"))  # Tune saved our state
+        saved = list((tmp_path / "dropin").glob("searcher-state-*.pkl"))  # Tune saved our state...
+        assert saved and saved[0].read_bytes()[:1] == b"{"                  # ...as JSON, not a pickle
+        fresh = RFBORESearcher(n_initial=4, seed=0, n_trees=16, trees_per_fit=8, n_candidates=128)
+        fresh.set_search_properties("score", "max", {"x": tune.uniform(0, 1), "c": tune.choice(["a", "b"]),
+                                                     "const": 1})
+        fresh.restore_from_dir(str(tmp_path / "dropin"))  # what Tune does on resume
+        assert fresh.observations() == searcher.observations()
     finally:
         ray.shutdown()
 

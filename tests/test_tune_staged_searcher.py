@@ -3,15 +3,15 @@ expansion, state."""
 
 from __future__ import annotations
 
-import pickle
-
 import math
+import pickle
 
 import pytest
 from ray.tune.search import Searcher
 from tune_helpers import Recorder
 
 from kgtuner.search import load_space, make_searcher
+from kgtuner.search import state as state_io
 from kgtuner.tune import events
 from kgtuner.tune.strategies.kgtuner import StagedSearcher, make_staged_searcher
 from kgtuner.tune.strategies.one_stage import OneStageSearcher
@@ -171,6 +171,6 @@ def test_state_holds_every_field(live, space):
     s.suggest("a")
     s.extra_field = {"added": "later"}
     t = _searcher(space)
-    t.set_state(pickle.loads(pickle.dumps(s.get_state())))
+    t.set_state(state_io.roundtrip(s.get_state()))
     assert set(vars(t)) == set(vars(s)) and t.extra_field == {"added": "later"}
     assert t.running == {"a"} and t.index == 1

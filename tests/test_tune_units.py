@@ -78,7 +78,7 @@ def _cfg(**over):
 def test_settings_accepts_the_defaults():
     s = ExperimentSettings.from_config(_cfg())
     assert s.two_stage and s.budget.seconds == 60 and s.trial.cpus is None and s.options.top_k == 10
-    assert not ExperimentSettings.from_config(_cfg(**{"search.name": "random"})).two_stage
+    assert not ExperimentSettings.from_config(_cfg(search={"name": "random"})).two_stage
 
 
 @pytest.mark.parametrize("key, value, fragment", [

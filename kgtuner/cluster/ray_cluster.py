@@ -28,8 +28,9 @@ DEFAULT_DASHBOARD_PORT = 8265
 #: Seconds a stopped job gets to finish after SIGINT before Ray kills it (Tune saves its state).
 DEFAULT_JOB_STOP_WAIT_S = 60
 
-# Keys of the ``cluster`` config group read here (other keys of that group belong to the launcher).
-_CLUSTER_KEYS = ("address", "num_cpus", "num_gpus", "dashboard_host", "dashboard_port", "include_dashboard")
+#: The keys of the ``cluster`` group (conf/cluster/*.yaml); the launcher refuses any other.
+CLUSTER_KEYS = ("address", "num_cpus", "num_gpus", "dashboard_host", "dashboard_port", "include_dashboard")
+_CLUSTER_KEYS = CLUSTER_KEYS
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ finished trials); its rung is. Subclasses decide how to learn from it (RF+BORE: 
 from __future__ import annotations
 
 import math
-import pickle
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -26,10 +25,11 @@ from ray.tune.search import Searcher
 from kgtuner.errors import ConfigError
 from kgtuner.search.candidates import first_novel
 from kgtuner.search.ray_space import has_domains, space_from_ray
+from kgtuner.search import state as state_io
 from kgtuner.search.space import SearchSpace
 from kgtuner.validation import number
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2: JSON data (kgtuner.search.state), the space by its names
 #: Result keys that mark a trial stopped early by a scheduler (a low-fidelity observation).
 EARLY_STOPPED = "early_stopped"
 EARLY_STOP_RUNG = "early_stop_rung"
@@ -55,22 +55,23 @@ def _as_space(space: Any) -> SearchSpace | None:
     raise ConfigError(f"space must be a SearchSpace, a space name/path or a Ray param_space, got {type(space).__name__}")
 
 
-class PickledStateSearcher(Searcher):
-    """A ``Searcher`` whose experiment checkpoint is its ``get_state()`` pickled into one file.
+class DataStateSearcher(Searcher):
+    """A ``Searcher`` whose experiment checkpoint is its ``get_state()`` written as JSON data.
 
-    Subclasses define ``get_state``/``set_state`` (plain data; inner searchers cloudpickled), so a
-    restored experiment (``Tuner.restore``) continues exactly where it stopped."""
+    Ray names the file ``searcher-state-<session>.pkl``; kgtuner writes JSON into it
+    (:mod:`kgtuner.search.state`) and reads it with ``json`` only, so a crafted file in a run
+    directory is refused (a pickle is named as such), never executed. Subclasses define
+    ``get_state``/``set_state`` over plain data, so a restored experiment (``Tuner.restore``)
+    continues exactly where it stopped."""
 
     def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as fh:
-            pickle.dump(self.get_state(), fh)
+        state_io.dump(checkpoint_path, "searcher", self.get_state())
 
     def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as fh:
-            self.set_state(pickle.load(fh))
+        self.set_state(state_io.load(checkpoint_path, "searcher"))
 
 
-class SpaceSearcher(PickledStateSearcher):
+class SpaceSearcher(DataStateSearcher):
     """Base class. ``candidates`` switches to finite-candidate mode (each proposed once, then
     ``Searcher.FINISHED``); ``min_distance`` is the near-duplicate tolerance (fraction of each
     continuous range, log scale for log parameters); ``max_concurrent`` caps pending trials
@@ -150,12 +151,13 @@ class SpaceSearcher(PickledStateSearcher):
             "version": _STATE_VERSION,
             "class": type(self).__name__,
             "metric": self._metric, "mode": self._mode, "seed": self.seed,
-            "space": self._space, "nested": self._nested,
+            # the space is the constructor's (or Ray's param_space): kept by its parameter names and checked
+            "space": None if self._space is None else list(self._space.names), "nested": self._nested,
             "max_concurrent": self.max_concurrent, "min_distance": self.min_distance,
             "rng": self._rng.bit_generator.state,
             "obs_rows": [r.copy() for r in self._obs_rows], "obs_cfgs": [dict(c) for c in self._obs_cfgs],
             "obs_scores": list(self._obs_scores), "obs_rungs": list(self._obs_rungs),
-            "pending": {k: (v[0].copy(), dict(v[1]), v[2]) for k, v in self._pending.items()},
+            "pending": {k: (v[0].copy(), dict(v[1]), int(v[2])) for k, v in self._pending.items()},
             "n_suggested": self._n_suggested,
             "candidates": self._candidate_cfgs,
             "used": None if self._candidate_cfgs is None else self._used.copy(),
@@ -164,22 +166,30 @@ class SpaceSearcher(PickledStateSearcher):
     def set_state(self, state: dict) -> None:
         if state.get("class") != type(self).__name__:
             raise ConfigError(f"searcher state was saved by {state.get('class')}, not {type(self).__name__}")
+        if state.get("version") != _STATE_VERSION:
+            raise ConfigError(f"searcher state of version {state.get('version')!r}, expected {_STATE_VERSION}")
+        names = state["space"]
+        if names is not None and (self._space is None or list(self._space.names) != list(names)):
+            have = None if self._space is None else list(self._space.names)
+            raise ConfigError(f"{type(self).__name__}: the saved state is over the parameters {names}, this "
+                              f"searcher's space has {have}; resume with the same space")
         self._metric, self._mode, self.seed = state["metric"], state["mode"], state["seed"]
-        self._space, self._nested = state["space"], state["nested"]
+        self._nested = state["nested"]
         self.max_concurrent, self.min_distance = state["max_concurrent"], state["min_distance"]
         self._candidate_cfgs = state["candidates"]
         if self._candidate_cfgs is not None:
             self._cand_rows = self._space.to_array(self._candidate_cfgs)
         self._reset_history()
         self._rng.bit_generator.state = state["rng"]
-        self._obs_rows = [r.copy() for r in state["obs_rows"]]
+        self._obs_rows = [np.asarray(r, dtype=np.float64).copy() for r in state["obs_rows"]]
         self._obs_cfgs = [dict(c) for c in state["obs_cfgs"]]
         self._obs_scores = list(state["obs_scores"])
         self._obs_rungs = list(state.get("obs_rungs") or [None] * len(self._obs_scores))  # absent before ASHA
-        self._pending = {k: (v[0].copy(), dict(v[1]), v[2]) for k, v in state["pending"].items()}
+        self._pending = {k: (np.asarray(v[0], dtype=np.float64).copy(), dict(v[1]), int(v[2]))
+                         for k, v in state["pending"].items()}
         self._n_suggested = state["n_suggested"]
         if self._candidate_cfgs is not None:
-            self._used = state["used"].copy()
+            self._used = np.asarray(state["used"], dtype=bool).copy()
 
     # -- Ray Tune Searcher API ---------------------------------------------------------------
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec) -> bool:

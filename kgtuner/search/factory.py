@@ -7,28 +7,50 @@ other key is for the search strategy (``kgtuner.tune.strategies``) and ignored h
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from typing import Any, Callable, Mapping, Sequence
 
-from ray.tune.search import ConcurrencyLimiter, Searcher
+from ray.tune.search import Searcher
 
 from kgtuner.errors import ConfigError
 from kgtuner.search.base import RandomSearcher, _as_space
 from kgtuner.search.rf_bore import RFBORESearcher
 from kgtuner.search.space import SearchSpace
-from kgtuner.search.tpe import make_tpe_searcher
+from kgtuner.search.tpe import DataConcurrencyLimiter, make_tpe_searcher
 
 _RESERVED = {"space", "metric", "mode", "seed", "max_concurrent", "candidates"}
 
 
+def _allowed(target: Callable) -> set[str]:
+    return set(inspect.signature(target).parameters) - _RESERVED - {"self"}
+
+
 def _kwargs(search_cfg: Mapping, key: str, target: Callable) -> dict:
-    kwargs = dict(search_cfg.get(key) or {})
-    allowed = set(inspect.signature(target).parameters) - _RESERVED
+    kwargs = search_cfg.get(key) or {}
+    if not isinstance(kwargs, Mapping):
+        raise ConfigError(f"search.{key} must be a mapping of {getattr(target, '__qualname__', target)} arguments, "
+                          f"got {kwargs!r}")
+    kwargs = dict(kwargs)
+    allowed = _allowed(target)
     bad = sorted(set(kwargs) - allowed)
     if bad:
-        raise ConfigError(f"search '{search_cfg.get('name')}': unknown key(s) {[f'{key}.{b}' for b in bad]}; "
-                          f"allowed: {sorted(allowed)}")
+        parts = []
+        for b in bad:
+            close = difflib.get_close_matches(b, sorted(allowed), n=1, cutoff=0.6)
+            hint = f"did you mean search.{key}.{close[0]}?" if close else f"its settings are {sorted(allowed)}"
+            parts.append(f"search.{key}.{b} is not a setting of search={search_cfg.get('name')}; {hint}")
+        raise ConfigError("; ".join(parts))
     return kwargs
+
+
+def check_searcher_keys(search_cfg: Mapping[str, Any], key: str, kind: str) -> None:
+    """Before Ray starts: ``search.<key>`` holds only keyword arguments of the searcher ``kind``
+    (``rf_bore``, ``random``, ``tpe``; ``stage2`` for KGTuner's stage-2 forest). ConfigError naming the
+    key and the nearest valid one."""
+    target = {"random": RandomSearcher.__init__, "rf_bore": RFBORESearcher.__init__, "stage2": RFBORESearcher.__init__,
+              "tpe": make_tpe_searcher}[kind]
+    _kwargs(search_cfg, key, target)
 
 
 def _random(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
@@ -44,7 +66,7 @@ def _rf_bore(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
 def _tpe(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
     searcher = make_tpe_searcher(space, metric, mode, seed=seed,
                                  **_kwargs(cfg, "searcher", make_tpe_searcher))
-    return ConcurrencyLimiter(searcher, max_concurrent) if max_concurrent else searcher
+    return DataConcurrencyLimiter(searcher, max_concurrent) if max_concurrent else searcher
 
 
 #: searcher kind -> builder. The one-stage baselines' ``search.name`` is their kind; the other strategies

@@ -23,14 +23,15 @@ What happens to the stopped trial: Tune answers its pending ``tune.report`` by e
 thread (``SystemExit`` inside the report, i.e. inside ``Trainer.fit``'s validation callback), so it
 trains no further step, and a reused actor is reset for the next trial.
 
-The rungs are not checkpointed by Tune: after ``resume=true`` they start empty (stopped trials
-already recorded stay in trials.parquet).
+Tune itself does not checkpoint a scheduler (it pickles the one built before the run into its
+``tuner.pkl``): after ``resume=true`` the rungs start empty (stopped trials already recorded stay in
+trials.parquet). ``save``/``restore`` write and read the whole ``__dict__`` (rungs, tracked and
+stopped trials) as JSON data (:mod:`kgtuner.search.state`), never a pickle.
 """
 
 from __future__ import annotations
 
 import math
-import pickle
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -38,6 +39,7 @@ import numpy as np
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from kgtuner.errors import ConfigError
+from kgtuner.search import state as state_io
 from kgtuner.tune import events
 from kgtuner.tune.report import METRIC, MODE, TIME_ATTR, TrialReport
 from kgtuner.validation import number
@@ -47,6 +49,7 @@ EARLY_STOPPERS = ("asha",)
 ASHA_KEYS = ("reduction_factor", "grace_validations")
 
 
+@state_io.register
 @dataclass(frozen=True)
 class AshaSettings:
     """``search.asha``: eta, and the first rung in validations of the stage."""
@@ -57,6 +60,12 @@ class AshaSettings:
     def as_dict(self) -> dict:
         return {"reduction_factor": self.reduction_factor, "grace_validations": self.grace_validations}
 
+    _to_json = as_dict
+
+    @classmethod
+    def _from_json(cls, data: dict) -> "AshaSettings":
+        return cls(reduction_factor=float(data["reduction_factor"]), grace_validations=int(data["grace_validations"]))
+
 
 def parse_early_stop(search: Mapping[str, Any], stage_controls: Mapping[int, Any]) -> AshaSettings | None:
     """Validate ``search.early_stop`` / ``search.asha`` against the stages' controls.
@@ -65,17 +74,17 @@ def parse_early_stop(search: Mapping[str, Any], stage_controls: Mapping[int, Any
     strategy allows early stopping at all is its own ``early_stop_policy``.
     Returns None when early stopping is off; raises ``ConfigError`` naming the key at fault.
     """
+    from kgtuner.tune.strategies.base import check_keys  # (base imports this module)
+
+    cfg = search.get("asha") or {}
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"search.asha must be a mapping with keys {list(ASHA_KEYS)}, got {cfg!r}")
+    check_keys(cfg, ASHA_KEYS, prefix="search.asha.", owner="search.asha")  # a typo is refused even when off
     mode = search.get("early_stop")
     if mode in (None, False, "none", "null"):
         return None
     if mode not in EARLY_STOPPERS:
         raise ConfigError(f"search.early_stop must be null (off) or one of {list(EARLY_STOPPERS)}, got {mode!r}")
-    cfg = search.get("asha") or {}
-    if not isinstance(cfg, Mapping):
-        raise ConfigError(f"search.asha must be a mapping with keys {list(ASHA_KEYS)}, got {cfg!r}")
-    unknown = sorted(set(cfg) - set(ASHA_KEYS))
-    if unknown:
-        raise ConfigError(f"search.asha: unknown key(s) {unknown}; allowed: {list(ASHA_KEYS)}")
     eta = number("search.asha.reduction_factor", cfg.get("reduction_factor", 4), minimum=1, low_open=True)
     grace = number("search.asha.grace_validations", cfg.get("grace_validations", 1), integer=True, minimum=1)
     for stage, ctl in stage_controls.items():
@@ -93,6 +102,7 @@ def _controls(ctl: Any) -> tuple[int, int]:
     return int(get("max_steps")), int(get("valid_every"))
 
 
+@state_io.register
 class Rungs:
     """The rungs of one stage: ASHA's one bracket (Ray Tune's rule, ``stop_last_trials=False``).
 
@@ -122,6 +132,16 @@ class Rungs:
             recorded[trial_id] = value
             return TrialScheduler.STOP if cutoff is not None and value < cutoff else TrialScheduler.CONTINUE
         return TrialScheduler.CONTINUE
+
+    def _to_json(self) -> dict:
+        return {"eta": self.eta, "milestones": [[m, dict(r)] for m, r in self.milestones]}
+
+    @classmethod
+    def _from_json(cls, data: dict) -> "Rungs":
+        rungs = cls.__new__(cls)
+        rungs.eta = float(data["eta"])
+        rungs.milestones = [(float(m), {str(k): float(v) for k, v in r.items()}) for m, r in data["milestones"]]
+        return rungs
 
     def steps(self) -> list[int]:
         """Milestones in steps, ascending (first step at which each applies)."""
@@ -241,12 +261,15 @@ class StagedASHAScheduler(FIFOScheduler):
         return out
 
     def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as fh:
-            pickle.dump(self.__dict__, fh)
+        """The whole ``__dict__`` as JSON data (a field of a type the encoder does not know raises)."""
+        state_io.dump(checkpoint_path, "scheduler", {"class": type(self).__name__, "fields": self.__dict__})
 
     def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as fh:
-            self.__dict__.update(pickle.load(fh))
+        """Read a :meth:`save` file with ``json`` only (a pickle or a foreign file is refused)."""
+        state = state_io.load(checkpoint_path, "scheduler")
+        if not isinstance(state, dict) or state.get("class") != type(self).__name__:
+            raise state_io.StateError(f"{checkpoint_path}: not a {type(self).__name__} state")
+        self.__dict__.update(state["fields"])
 
 
 def make_scheduler(settings: AshaSettings | None, stage_controls: Mapping[int, Any]) -> StagedASHAScheduler | None:

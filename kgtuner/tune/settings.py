@@ -12,8 +12,22 @@ from typing import Any, Mapping
 
 from kgtuner.errors import ConfigError
 from kgtuner.tune.budget import Budget
+from kgtuner.cluster.ray_cluster import CLUSTER_KEYS
 from kgtuner.tune.strategies import strategy_class
+from kgtuner.tune.strategies.base import check_keys
 from kgtuner.validation import number
+
+#: The config groups of the launcher (conf/config.yaml's defaults).
+GROUPS = ("data", "model", "space", "search", "budget", "trial", "cluster")
+#: Every top-level key of the launcher's config: its groups, conf/config.yaml's own keys, and Hydra's
+#: (``hydra`` is present only when the config is composed with it).
+TOP_LEVEL_KEYS = GROUPS + ("name", "seed", "resume", "final", "answer", "hydra")
+#: Keys of the ``data`` group (conf/data/*.yaml; read by kgtuner.data.from_config).
+DATA_KEYS = ("name", "path", "unseen", "ogb_root")
+BUDGET_KEYS = ("seconds", "trials", "grace_fraction")
+TRIAL_KEYS = ("gpus", "cpus", "max_failures", "checkpoint_every_s", "stage1", "stage2", "inject_failures")
+STAGE_KEYS = ("max_steps", "valid_every", "patience")
+FINAL_KEYS = ("seeds",)
 
 
 def _plain(node: Any) -> Any:
@@ -44,9 +58,7 @@ class StageControls:
     @classmethod
     def from_mapping(cls, section: str, cfg: Mapping[str, Any]) -> "StageControls":
         cfg = dict(cfg or {})
-        unknown = set(cfg) - {"max_steps", "valid_every", "patience"}
-        if unknown:
-            raise ConfigError(f"{section}: unknown key(s) {sorted(unknown)}; allowed: max_steps, valid_every, patience")
+        check_keys(cfg, STAGE_KEYS, prefix=f"{section}.", owner=section)
         return cls(
             max_steps=number(f"{section}.max_steps", cfg.get("max_steps"), integer=True, minimum=1),
             valid_every=number(f"{section}.valid_every", cfg.get("valid_every"), integer=True, minimum=1),
@@ -72,10 +84,7 @@ class TrialSettings:
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any]) -> "TrialSettings":
         cfg = dict(cfg or {})
-        allowed = {"gpus", "cpus", "max_failures", "checkpoint_every_s", "stage1", "stage2", "inject_failures"}
-        unknown = set(cfg) - allowed
-        if unknown:
-            raise ConfigError(f"trial: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        check_keys(cfg, TRIAL_KEYS, prefix="trial.", owner="trial")
         cpus = cfg.get("cpus", "auto")
         if cpus in (None, "auto"):
             cpus = None
@@ -149,19 +158,26 @@ class ExperimentSettings:
         cfg = _plain(cfg)
         if not isinstance(cfg, Mapping):
             raise ConfigError(f"the launcher config must be a mapping, got {type(cfg).__name__}")
-        for group in ("data", "model", "space", "search", "budget", "trial", "cluster"):
+        for group in GROUPS:
             if not isinstance(cfg.get(group), Mapping):
                 raise ConfigError(f"config group '{group}' is missing; choose one, e.g. {group}=<option>")
         if not cfg["model"].get("name"):
             raise ConfigError("model.name is missing (choose a model group, e.g. model=complex)")
         search = dict(cfg["search"])
         strategy = strategy_class(str(search.get("name", "kgtuner")))
+        # unknown keys are refused everywhere (a typo would otherwise run the whole search with the default)
+        group_keys = {"data": DATA_KEYS, "search": strategy.allowed_search_keys(search), "budget": BUDGET_KEYS,
+                      "trial": TRIAL_KEYS, "cluster": CLUSTER_KEYS, "final": FINAL_KEYS}
+        check_keys(cfg, TOP_LEVEL_KEYS, owner="the launcher (a top-level key)",
+                   also=[f"{g}.{k}" for g, keys in group_keys.items() for k in keys])
+        strategy.check_search_keys(search)
+        check_keys(cfg["data"], DATA_KEYS, prefix="data.", owner="data")
+        check_keys(cfg["cluster"], CLUSTER_KEYS, prefix="cluster.", owner="cluster")
         budget_cfg = dict(cfg["budget"])
-        unknown = set(budget_cfg) - {"seconds", "trials", "grace_fraction"}
-        if unknown:
-            hint = " (the stage split is search.stage1_fraction)" if "stage1_fraction" in unknown else ""
-            raise ConfigError(f"budget: unknown key(s) {sorted(unknown)}; allowed: seconds, trials, "
-                              f"grace_fraction{hint}")
+        if "stage1_fraction" in budget_cfg:
+            raise ConfigError("budget.stage1_fraction is not a setting of budget; did you mean search.stage1_fraction? "
+                              "(the stage split is KGTuner's, conf/search/kgtuner.yaml)")
+        check_keys(budget_cfg, BUDGET_KEYS, prefix="budget.", owner="budget")
         budget = Budget(
             seconds=number("budget.seconds", budget_cfg.get("seconds"), allow_none=True),
             trials=number("budget.trials", budget_cfg.get("trials"), integer=True, allow_none=True),
@@ -175,7 +191,11 @@ class ExperimentSettings:
         if data.get("name") == "folder" and data.get("path") in (None, "", "???"):
             raise ConfigError("data.path is not set: give `data=folder data.path=DIR` (or set KGTUNER_DATA_PATH; "
                               "the experiment presets use $KGTUNER_DATA_ROOT/<dataset>)")
-        final = dict(cfg.get("final") or {})
+        final = cfg.get("final") or {}
+        if not isinstance(final, Mapping):
+            raise ConfigError(f"final must be a mapping with the key 'seeds', got {final!r}")
+        final = dict(final)
+        check_keys(final, FINAL_KEYS, prefix="final.", owner="final")
         cluster = dict(cfg["cluster"])
         for key in ("num_gpus", "num_cpus"):
             if cluster.get(key) is not None:

@@ -22,6 +22,7 @@ strategy:
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
@@ -31,6 +32,37 @@ from kgtuner.tune import events
 from kgtuner.tune.budget import Budget
 from kgtuner.tune.early_stop import AshaSettings, make_scheduler, parse_early_stop
 from kgtuner.tune.results import ResultsStore
+
+
+#: ``search`` keys every strategy has (``early_stop``/``asha`` are then allowed or refused by its
+#: ``early_stop_policy``, with the reason).
+COMMON_SEARCH_KEYS = ("name", "early_stop", "asha")
+
+
+def unknown_key_message(key: str, allowed, *, prefix: str = "", owner: str = "", also=()) -> str:
+    """``<prefix><key> is not a setting of <owner>; did you mean <prefix><nearest>?`` (or the list of
+    settings when nothing is close). ``also``: other full names worth suggesting (e.g. ``search.top_k``
+    for a top-level ``top_k``)."""
+    allowed = sorted(str(a) for a in allowed)
+    # bare names against the bare key (a shared prefix would make every name look close)
+    close = [prefix + m for m in difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)]
+    if not close:
+        bare: dict[str, str] = {}
+        for full in also:
+            bare.setdefault(str(full).rsplit(".", 1)[-1], str(full))
+        close = [bare[m] for m in difflib.get_close_matches(str(key), list(bare), n=1, cutoff=0.6)]
+    head = f"{prefix}{key} is not a setting of {owner}" if owner else f"{prefix}{key} is not a setting"
+    if close:
+        return f"{head}; did you mean {close[0]}?"
+    return f"{head}; its settings are {', '.join(prefix + a for a in allowed)}"
+
+
+def check_keys(mapping: Mapping[str, Any], allowed, *, prefix: str = "", owner: str = "", also=()) -> None:
+    """ConfigError naming every key of ``mapping`` that is not in ``allowed`` (and the nearest valid one)."""
+    unknown = sorted(str(k) for k in mapping if k not in set(allowed))
+    if unknown:
+        raise ConfigError("; ".join(unknown_key_message(k, allowed, prefix=prefix, owner=owner, also=also)
+                                    for k in unknown))
 
 
 #: Subgraph samplers of ``kgtuner.data.sample_subgraph``.
@@ -76,6 +108,11 @@ class Strategy:
     names: ClassVar[tuple[str, ...]] = ()
     #: summary.json's ``two_stage`` (the search trains on a subgraph first, then on the full graph).
     two_stage: ClassVar[bool] = False
+    #: The strategy's own ``search`` keys (besides :data:`COMMON_SEARCH_KEYS`); any other key is refused.
+    search_keys: ClassVar[tuple[str, ...]] = ()
+    #: ``search`` sub-groups holding a searcher's keyword arguments -> the searcher kind they configure
+    #: (``kgtuner.search.factory.check_searcher_keys`` checks them before Ray starts; see :meth:`searcher_kinds`).
+    searcher_groups: ClassVar[dict[str, str]] = {}
 
     def __init__(self, settings):
         self.settings = settings
@@ -83,6 +120,26 @@ class Strategy:
         self.full = None
 
     # ------------------------------------------------------------------ before Ray starts
+    @classmethod
+    def searcher_kinds(cls, search: Mapping[str, Any]) -> dict[str, str]:
+        """``search`` sub-group -> searcher kind whose keyword arguments it holds."""
+        return dict(cls.searcher_groups)
+
+    @classmethod
+    def allowed_search_keys(cls, search: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(COMMON_SEARCH_KEYS) + tuple(cls.search_keys) + tuple(cls.searcher_kinds(search))
+
+    @classmethod
+    def check_search_keys(cls, search: Mapping[str, Any]) -> None:
+        """ConfigError for a ``search`` key this strategy does not have (e.g. ``search.topk``), naming the
+        nearest valid one; then the searcher groups' keyword arguments."""
+        name = search.get("name")
+        check_keys(search, cls.allowed_search_keys(search), prefix="search.", owner=f"search={name}")
+        from kgtuner.search.factory import check_searcher_keys
+
+        for group, kind in cls.searcher_kinds(search).items():
+            check_searcher_keys(search, group, kind)
+
     @classmethod
     def parse(cls, search: Mapping[str, Any], budget: Budget, trial) -> Any:
         """Validate the strategy's own ``search`` keys; return its options (``settings.options``)."""

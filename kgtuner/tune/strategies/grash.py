@@ -363,6 +363,8 @@ class GraSH(Strategy):
     """GraSH's successive-halving rounds on growing subgraphs (see the module docstring)."""
 
     names = ("grash",)
+    search_keys = ("rounds", "eta", "num_configs", "variant", "subgraph_sampler")
+    searcher_groups = {"searcher": "random"}
 
     def __init__(self, settings):
         super().__init__(settings)

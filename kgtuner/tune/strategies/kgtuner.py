@@ -61,6 +61,8 @@ class StagedSearcher(MetaSearcher):
         max_concurrent: trials of the current stage running at once (None: no limit).
     """
 
+    REBUILT = ("stage2_factory", "expand")
+
     def __init__(self, stage1: Searcher, *, stage2_factory: Callable, expand: Callable,
                  stage1_end_s: float = math.inf, end_s: float = math.inf, stage1_trials: int | None = None,
                  stage2_trials: int | None = None, top_k: int = 10, max_concurrent: int | None = None,
@@ -166,6 +168,11 @@ class StagedSearcher(MetaSearcher):
         self.suggested[stage] += 1
         return self._start(trial_id, stage, config)
 
+    def _rebuild(self, name: str) -> Searcher:
+        if name == "inner2":  # built at the switch: the same factory over the restored candidates
+            return self.stage2_factory(self.candidates)
+        return super()._rebuild(name)
+
     def _inner(self, trial_id: str) -> Searcher | None:
         return self.inner1 if self.trial_stage.get(trial_id) == 1 else self.inner2
 
@@ -238,6 +245,8 @@ class KGTuner(Strategy):
 
     names = ("kgtuner",)
     two_stage = True
+    search_keys = ("subgraph_ratio", "subgraph_sampler", "stage1_fraction", "top_k")
+    searcher_groups = {"searcher": "rf_bore", "stage2_searcher": "stage2"}
 
     def __init__(self, settings):
         super().__init__(settings)

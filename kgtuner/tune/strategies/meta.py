@@ -13,8 +13,12 @@ TPE). What is common lives here:
   far is kept in ``latest``; an early stop by the scheduler is looked up once, at completion;
 * the FINISHED handshake: :meth:`_finish` tells the driver (``SearchFinished``) and answers FINISHED
   from then on;
-* state: ``get_state``/``set_state`` save and restore the whole ``__dict__`` (cloudpickled: inner
-  searchers may hold closures), like Ray's own searchers, so no field can be forgotten.
+* state: ``get_state``/``set_state`` save and restore the whole ``__dict__`` as data
+  (:mod:`kgtuner.search.state`: JSON, read back without running code), so no field can be forgotten:
+  a field of a type the encoder does not know fails the save loudly. Inner searchers are saved by their
+  own ``get_state`` and restored into the live ones (a searcher built during the search, e.g. KGTuner's
+  stage-2 forest, is rebuilt by :meth:`_rebuild`); fields named in ``REBUILT`` (factories: callables)
+  are the constructor's and are not saved.
 
 Subclasses implement :meth:`_next` (the next suggestion, None or FINISHED) and may override
 :meth:`_on_result` and :meth:`_on_complete`.
@@ -25,16 +29,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ray import cloudpickle
 from ray.tune.search import Searcher
 
-from kgtuner.search.base import PickledStateSearcher
+from kgtuner.search import state as state_io
+from kgtuner.search.base import DataStateSearcher
 from kgtuner.tune import events
 from kgtuner.tune.report import METRIC, MODE, TrialReport
 
 
-class MetaSearcher(PickledStateSearcher):
+class MetaSearcher(DataStateSearcher):
     """Base class of the strategies' searchers (see the module docstring)."""
+
+    #: Fields set by the constructor that are code, not data (factories): kept from the live searcher
+    #: on restore, never saved. Every other field is saved.
+    REBUILT: tuple[str, ...] = ()
 
     def __init__(self, *, max_concurrent: int | None = None, metric: str = METRIC, mode: str = MODE):
         super().__init__(metric=metric, mode=mode)
@@ -121,8 +129,24 @@ class MetaSearcher(PickledStateSearcher):
 
     # ---- state -----------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
-        # the whole instance: a field added later cannot be forgotten by a hand-kept list
-        return {"dict": cloudpickle.dumps(self.__dict__)}
+        # the whole instance (a field added later cannot be forgotten by a hand-kept list), as data:
+        # an inner searcher by its own get_state; a value of an unknown type raises StateError here
+        fields = {k: v for k, v in self.__dict__.items() if k not in self.REBUILT}
+        return {"class": type(self).__name__, "fields": state_io.encode(fields, f"{type(self).__name__}")}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(cloudpickle.loads(state["dict"]))
+        if state.get("class") != type(self).__name__:
+            raise state_io.StateError(f"searcher state was saved by {state.get('class')}, not {type(self).__name__}")
+        fields = state_io.decode(state["fields"])
+        unknown = sorted(k for k in fields if k in self.REBUILT)
+        if unknown:
+            raise state_io.StateError(f"{type(self).__name__}: the state holds constructor fields {unknown}")
+        inner = {k: v for k, v in fields.items() if isinstance(v, state_io.SavedSearcher)}
+        self.__dict__.update({k: v for k, v in fields.items() if k not in inner})
+        for name, saved in inner.items():  # after the plain fields: a rebuild may need them
+            setattr(self, name, state_io.apply_searcher(saved, self.__dict__.get(name), f"{type(self).__name__}.{name}",
+                                                        rebuild=lambda n=name: self._rebuild(n)))
+
+    def _rebuild(self, name: str) -> Searcher:
+        """A fresh inner searcher for field ``name`` that was None at construction (its state is applied next)."""
+        raise state_io.StateError(f"{type(self).__name__}: no rebuild for the inner searcher {name!r}")

@@ -62,6 +62,10 @@ class OneStage(Strategy):
     names = ("random", "tpe", "rf_bore")
 
     @classmethod
+    def searcher_kinds(cls, search: Mapping[str, Any]) -> dict[str, str]:
+        return {"searcher": str(search.get("name"))}  # the search's own searcher kind
+
+    @classmethod
     def early_stop_policy(cls, search: Mapping[str, Any]):
         name = search.get("name")
         if name in WITH_EARLY_STOP:

@@ -125,3 +125,26 @@ def test_metrics_export_serves_kgtuner_gauges(local_ray):
     for key, value in expected.items():
         assert seen[key] == pytest.approx(value), key
     ray.kill(trial)
+
+
+def test_a_local_start_listens_on_loopback_only(local_ray):
+    """Issue 14 (2): the metrics export port (and every other port of the local Ray: GCS, raylet, agents,
+    dashboard) answers on 127.0.0.1 only -- no experiment name, node IP or per-trial MRR for the network."""
+    import ipaddress
+
+    import psutil
+
+    assert local_ray.metrics_url.startswith("http://127.0.0.1:") and local_ray.node_ip == "127.0.0.1"
+    me = psutil.Process()
+    ours = {p.pid for p in me.children(recursive=True)} | {me.pid}
+    listening = [(c.pid, c.laddr) for c in psutil.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN and c.pid in ours]
+    assert any(addr.port == local_ray.metrics_export_port for _, addr in listening)
+
+    def loopback(ip: str) -> bool:
+        addr = ipaddress.ip_address(ip.split("%")[0])
+        return addr.is_loopback or (addr.version == 6 and addr.ipv4_mapped is not None
+                                    and addr.ipv4_mapped.is_loopback)
+
+    exposed = [(psutil.Process(pid).name(), addr) for pid, addr in listening if not loopback(addr.ip)]
+    assert not exposed, f"listening beyond loopback: {exposed}"

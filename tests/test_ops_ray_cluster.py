@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 
 import pytest
@@ -109,3 +110,91 @@ def test_metrics_are_noops_without_ray_and_best_is_monotone():
         m.set_stage(3)
     with pytest.raises(ValueError):
         m.trials(running=-1, finished=0, failed=0)
+
+
+# ----------------------------------------------------------------------------- local start: port race, loopback
+class _FakeRay:
+    """Stands in for ray.init/shutdown: records each start's arguments and Ray's single-machine switch."""
+
+    def __init__(self, on_init=None):
+        self.calls, self.shutdowns, self.on_init = [], 0, on_init
+
+    def init(self, **kwargs):
+        from ray._private import ray_constants
+
+        self.calls.append({**kwargs, "_env": os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"),
+                           "_cluster": ray_constants.ENABLE_RAY_CLUSTER})
+        if self.on_init:
+            self.on_init(len(self.calls), kwargs)
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+@pytest.fixture
+def fake_ray(monkeypatch):
+    import ray
+
+    fake = _FakeRay()
+    monkeypatch.setattr(ray, "init", fake.init)
+    monkeypatch.setattr(ray, "shutdown", fake.shutdown)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(rc, "describe_ray", lambda started_here=False: None)
+    return fake
+
+
+def test_the_default_dashboard_port_is_bound_by_ray_itself_so_two_launches_cannot_race(fake_ray):
+    """Issue 14 (3): with 8265, Ray's dashboard is started with dashboard_port=None, i.e. it binds 8265 or the
+    next free port at bind time (port retries) instead of kgtuner checking first and Ray binding later."""
+    rc.connect_ray({"num_cpus": 1}, print_banner=False)
+    (call,) = fake_ray.calls
+    assert call["dashboard_port"] is None and call["address"] == "local"
+
+
+def test_an_explicit_port_taken_while_ray_starts_is_retried_on_the_next_port(fake_ray, capsys):
+    """Issue 14 (3): the port was free at the check, another launch took it before Ray's dashboard bound it;
+    Ray then raises a plain Exception (not the ValueError the retry used to catch)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    other = socket.socket()
+
+    def take_the_port(n, kwargs):
+        if n == 1:
+            other.bind(("127.0.0.1", kwargs["dashboard_port"]))
+            other.listen()
+            raise Exception("Failed to find a valid port for dashboard after 0 retries: [Errno 98] in use")
+
+    fake_ray.on_init = take_the_port
+    try:
+        rc.connect_ray({"num_cpus": 1, "dashboard_port": port}, print_banner=False)
+    finally:
+        other.close()
+    assert [c["dashboard_port"] for c in fake_ray.calls][0] == port
+    assert fake_ray.calls[1]["dashboard_port"] > port and fake_ray.shutdowns == 1
+    assert "was taken while Ray started" in capsys.readouterr().out
+
+
+def test_a_start_failure_that_is_not_the_port_is_not_retried(fake_ray):
+    def fail(n, kwargs):
+        raise RuntimeError("GCS did not start")
+
+    fake_ray.on_init = fail
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(RuntimeError, match="GCS"):
+        rc.connect_ray({"num_cpus": 1, "dashboard_port": port}, print_banner=False)
+    assert len(fake_ray.calls) == 1
+
+
+def test_a_local_start_runs_ray_on_loopback_only_and_restores_the_switch(fake_ray):
+    """Issue 14 (2): the local start is Ray's single-machine mode (node IP 127.0.0.1), so the metrics export,
+    the dashboard's and the autoscaler's metrics and Ray's RPC ports do not listen on the network."""
+    from ray._private import ray_constants
+
+    before = (os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"), ray_constants.ENABLE_RAY_CLUSTER)
+    rc.connect_ray({"num_cpus": 1}, print_banner=False)
+    (call,) = fake_ray.calls
+    assert call["_env"] == "0" and call["_cluster"] is False
+    assert (os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"), ray_constants.ENABLE_RAY_CLUSTER) == before

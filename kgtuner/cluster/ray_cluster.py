@@ -8,6 +8,7 @@ and the Jobs API stays on; the printed banner says where the token is and how to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,6 +24,8 @@ from kgtuner.errors import ConfigError
 log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+#: Ray's switch of its single-machine mode (node IP 127.0.0.1; Ray's default on macOS/Windows).
+_SINGLE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 DEFAULT_DASHBOARD_HOST = "127.0.0.1"
 DEFAULT_DASHBOARD_PORT = 8265
 #: Seconds a stopped job gets to finish after SIGINT before Ray kills it (Tune saves its state).
@@ -312,29 +315,96 @@ def _attach(cfg: dict[str, Any], kwargs: dict[str, Any]) -> None:
             "~/.ray/auth_token); or drop cluster.address to start a local Ray.") from None
 
 
+@contextlib.contextmanager
+def _loopback_node():
+    """Start Ray's processes of a local start on 127.0.0.1 only.
+
+    Ray binds its RPC ports (GCS, raylet, object manager), the node agent's Prometheus export (the
+    metrics port in the banner) and the dashboard's and autoscaler's metrics servers to the node IP,
+    and to every interface unless that IP is a loopback address. A local start serves this process
+    only, so its node IP is made 127.0.0.1 -- Ray's own single-machine mode (the default on macOS and
+    Windows; ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``): nothing of it, metrics included, answers from the
+    network. The dashboard still binds to ``cluster.dashboard_host``. Restored afterwards, so a later
+    attach in this process behaves as Ray's default."""
+    from ray._private import ray_constants
+
+    before_env = os.environ.get(_SINGLE_MACHINE_ENV)
+    before = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    os.environ[_SINGLE_MACHINE_ENV] = "0"           # Ray's processes started now (they read it at start)
+    ray_constants.ENABLE_RAY_CLUSTER = False       # this driver (read by services.get_node_ip_address)
+    try:
+        yield
+    finally:
+        if before is not None:
+            ray_constants.ENABLE_RAY_CLUSTER = before
+        if before_env is None:
+            os.environ.pop(_SINGLE_MACHINE_ENV, None)
+        else:
+            os.environ[_SINGLE_MACHINE_ENV] = before_env
+
+
+def _dashboard_port_lost(exc: BaseException, host: str, port: int) -> bool:
+    """True when a failed local start lost its dashboard port to another process (a launch started at
+    the same moment): Ray's own check (ValueError "already occupied"), or the dashboard could not bind
+    (Ray raises a plain Exception with the dashboard's log) and the port is taken now."""
+    if isinstance(exc, ValueError) and "already occupied" in str(exc):
+        return True
+    bind_host = "0.0.0.0" if host in ("0.0.0.0", "") else ("127.0.0.1" if host == "localhost" else host)
+    return not _port_free(bind_host, port)
+
+
+def _url_port(url: str | None) -> int | None:
+    try:
+        return int(str(url).rstrip("/").rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
 def _start_local(cfg: dict[str, Any], kwargs: dict[str, Any], attempts: int = 3) -> None:
+    """``ray.init`` of a local, single-machine Ray (loopback only, see :func:`_loopback_node`).
+
+    The dashboard port: with Ray's default (8265) Ray itself is asked for it (``dashboard_port=None``):
+    its dashboard then binds 8265 or the next free port *at bind time*, so two launches started at the
+    same moment cannot both take 8265 (checking first and binding later can race). Another port is
+    checked here (:func:`pick_dashboard_port`); if another process takes it while Ray starts, the start
+    is retried on the next port."""
     import ray
+    from ray._private import ray_constants
 
     port = cfg["dashboard_port"]
+    host = cfg["dashboard_host"]
+    let_ray_pick = bool(cfg["include_dashboard"]) and port == getattr(ray_constants, "DEFAULT_DASHBOARD_PORT", None)
     for attempt in range(attempts):
-        if cfg["include_dashboard"]:
-            port = pick_dashboard_port(cfg["dashboard_host"], port)
-            if attempt == 0:
-                warning = exposure_warning(cfg["dashboard_host"], port)
-                if warning:
-                    print(warning, file=sys.stderr, flush=True)
-                    log.warning(warning)
+        if cfg["include_dashboard"] and not let_ray_pick:
+            port = pick_dashboard_port(host, port)
+        if attempt == 0 and cfg["include_dashboard"]:
+            warning = exposure_warning(host, port)
+            if warning:
+                print(warning, file=sys.stderr, flush=True)
+                log.warning(warning)
         try:
             # address="local": never attach to whatever cluster /tmp/ray/ray_current_cluster names.
-            ray.init(address="local", num_cpus=cfg["num_cpus"], num_gpus=cfg["num_gpus"],
-                     include_dashboard=cfg["include_dashboard"], dashboard_host=cfg["dashboard_host"],
-                     dashboard_port=port, **kwargs)
-            return
-        except ValueError as exc:  # another process took the port between our check and Ray's bind
-            if "already occupied" not in str(exc) or attempt == attempts - 1:
+            with _loopback_node():
+                ray.init(address="local", num_cpus=cfg["num_cpus"], num_gpus=cfg["num_gpus"],
+                         include_dashboard=cfg["include_dashboard"], dashboard_host=host,
+                         dashboard_port=None if let_ray_pick else port, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - Ray raises a plain Exception when its dashboard cannot bind
+            if (not cfg["include_dashboard"] or let_ray_pick or attempt == attempts - 1
+                    or not _dashboard_port_lost(exc, host, port)):
                 raise
             ray.shutdown()
+            print(f"Ray dashboard port {port} was taken while Ray started (another launch at the same time?); "
+                  f"retrying with port {port + 1}.", flush=True)
             port += 1
+            continue
+        if let_ray_pick:
+            try:
+                used = _url_port(ray._private.worker.get_dashboard_url())
+            except Exception:  # noqa: BLE001 - no dashboard URL: nothing to report
+                used = None
+            if used is not None and used != port:
+                print(f"Ray dashboard port {port} is in use (another Ray on this machine?); using {used}.", flush=True)
+        return
 
 
 def describe_ray(started_here: bool = False) -> RayInfo:

@@ -1,8 +1,9 @@
 """Starting or attaching to Ray for kgtuner: dashboard, token authentication, job runtime_env.
 
 ``connect_ray(cluster_cfg)`` is what the launcher calls. It either attaches to a running cluster
-(``cluster.address`` or ``RAY_ADDRESS``) or starts a local Ray whose dashboard binds to 127.0.0.1
-unless the user explicitly asks for another host. Ray 2.60's token authentication for the dashboard
+(``cluster.address`` or ``RAY_ADDRESS``) or starts a local Ray on loopback only (Ray's single-machine
+mode: its RPC ports and its unauthenticated Prometheus endpoints listen on 127.0.0.1) whose dashboard
+binds to 127.0.0.1 unless the user explicitly asks for another host. Ray 2.60's token authentication for the dashboard
 and the Jobs API stays on; the printed banner says where the token is and how to pass it.
 """
 

@@ -11,8 +11,10 @@ Examples::
 
 Outputs go to the Hydra run directory (``hydra.run.dir``): trials.parquet, summary.json,
 best_config.yaml, search_curve.png, and the answer's embeddings.npz / metrics.json. Bad settings end
-with one ``kgtuner: error:`` line and exit code 2, before Ray starts; an interrupted run (Ctrl+C,
-``ray job stop``) exits with 130 and prints how to resume it.
+with one ``kgtuner: error:`` line and exit code 2, before Ray starts and before anything is written
+to the run directory; an interrupted run (Ctrl+C, SIGTERM, ``ray job stop``) exits with 130 and
+prints how to resume it. One driver at a time per run directory (a lock); the experiment's original
+overrides are kept in its ``kgtuner_overrides.yaml``.
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ EXIT_BAD_INPUT = EXIT_BAD_SETTING
 PATH_KEYS = ("data.path", "data.ogb_root")
 
 
-def run(cfg: DictConfig, run_dir: str) -> dict:
-    """Validate ``cfg`` (before any Ray call) and run the experiment in ``run_dir``."""
+def run(cfg: DictConfig, run_dir: str, overrides: Sequence[str] | None = None) -> dict:
+    """Validate ``cfg`` (before any Ray call) and run the experiment in ``run_dir``; ``overrides`` (the
+    command line's) are kept in the run directory's ``kgtuner_overrides.yaml`` when the search starts."""
     from kgtuner.tune.coordinator import run_experiment
     from kgtuner.tune.settings import ExperimentSettings
 
     settings = ExperimentSettings.from_config(cfg)
-    return run_experiment(settings, run_dir)
+    return run_experiment(settings, run_dir, overrides=None if overrides is None else list(overrides))
 
 
 def leave_job_working_dir(cfg: DictConfig, run_dir: str | os.PathLike) -> Path | None:
@@ -113,10 +116,11 @@ def _hydra_main(cfg: DictConfig) -> None:
 
     from kgtuner.tune.coordinator import ExperimentInterrupted
 
-    run_dir = HydraConfig.get().runtime.output_dir
+    hydra_cfg = HydraConfig.get()
+    run_dir = hydra_cfg.runtime.output_dir
     try:
         leave_job_working_dir(cfg, run_dir)
-        run(cfg, run_dir)
+        run(cfg, run_dir, overrides=list(hydra_cfg.overrides.task))
     except ExperimentInterrupted as exc:
         print(f"kgtuner: {exc}", file=sys.stderr, flush=True)
         sys.exit(EXIT_INTERRUPTED)

@@ -35,14 +35,14 @@ from kgtuner.tune.budget import BudgetClock
 from kgtuner.tune.outputs import experiment_summary, write_outputs
 from kgtuner.tune.report import METRIC, MODE, STATUSES, TrialReport, split_config
 from kgtuner.tune.results import ResultsStore, make_row
-from kgtuner.tune.run_dir import STATE_FILE, atomic_json, check_run_dir, fingerprint
+from kgtuner.tune.run_dir import (SEARCH_DIR, SNAPSHOT_KEY, STATE_FILE, RunDirLock, RunDirRefused, atomic_json,
+                                  check_run_dir, fingerprint, resume_command, tune_snapshot, write_overrides)
 from kgtuner.tune.settings import ExperimentSettings
 
 __all__ = ["Coordinator", "ExperimentInterrupted", "run_experiment", "check_run_dir", "fingerprint", "STATE_FILE"]
 
 #: Longest wait for the first trial to be ready before the budget clock starts anyway (seconds).
 STARTUP_WAIT_S = 120.0
-SEARCH_DIR = "search"
 #: Environment for Tune in the driver (set unless the user set them).
 TUNE_ENV = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
 
@@ -69,23 +69,42 @@ class ExperimentInterrupted(KGTunerError):
 
 class Coordinator:
     """Runs one experiment in ``run_dir`` (fresh or resumed) and writes its outputs there; the live
-    :class:`~kgtuner.tune.events.Driver` of the search while it runs."""
+    :class:`~kgtuner.tune.events.Driver` of the search while it runs.
+
+    It holds the run directory's lock (:class:`~kgtuner.tune.run_dir.RunDirLock`) from construction to
+    the end of :meth:`run` (or :meth:`close`), and writes nothing there (no state file, no
+    ``search/``) until every setting, the data, the space and the cluster values passed their
+    checks: a refused launch leaves the directory as it found it. ``overrides``: the launch's
+    command-line overrides, kept once in ``kgtuner_overrides.yaml``.
+    """
 
     def __init__(self, settings: ExperimentSettings, run_dir: str | os.PathLike, *, verbose: int = 1,
-                 out=sys.stdout):
+                 out=sys.stdout, overrides: list[str] | None = None):
+        self.run_dir = Path(run_dir).resolve()
+        self.lock = RunDirLock(self.run_dir).acquire()  # before anything in the directory is read
+        try:
+            self._init(settings, verbose, out, overrides)
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _init(self, settings: ExperimentSettings, verbose: int, out, overrides) -> None:
         from kgtuner.cluster.metrics import ExperimentMetrics
         from kgtuner.tune.answer_model import AnswerModels
 
         self.settings = settings
         self.strategy = settings.make_strategy()
-        self.run_dir = Path(run_dir).resolve()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.verbose = verbose
         self.out = out
+        self.overrides = None if overrides is None else [str(o) for o in overrides]
+        if self.lock.note:
+            self.log(self.lock.note)
         saved = check_run_dir(settings, self.run_dir)
-        self.state: dict[str, Any] = saved or {
-            "version": 1, "stage": 1, "elapsed_s": 0.0, "started": {}, "done": False, "final": None,
-            "fingerprint": fingerprint(settings), "sessions": 0, **self.strategy.initial_state()}
+        self._persist = saved is not None  # a fresh run writes its state once the search starts
+        self._tune_restored: bool | None = None  # None: no restore expected; False/True: Tune's restore done?
+        self.state: dict[str, Any] = saved or self._initial_state()
+        self._snapshot = None  # the saved Tune experiment a resume continues (reconcile_with_tune)
+        self._restored_finished = False
         self.state["sessions"] = int(self.state.get("sessions", 0)) + 1
         self.clock: BudgetClock | None = None  # starts when the first trial is ready to train
         self.store = ResultsStore.load(self.run_dir) if saved else ResultsStore(self.run_dir)
@@ -109,9 +128,23 @@ class Coordinator:
         return len(self.live)
 
     def save_state(self) -> None:
+        if not self._persist:  # a fresh run before its search started: nothing in the directory yet
+            return
         self.state["elapsed_s"] = self.elapsed()
         atomic_json(self.run_dir / STATE_FILE, self.state)
         self._last_save = time.monotonic()
+
+    def snapshot(self) -> dict:
+        """The state as of now, saved by Tune with its own experiment state (``ProgressCallback.get_state``):
+        a resume takes the stage, the budget used and the strategy's entries from the same moment as the
+        trials and the searcher it restores, so no second is counted twice."""
+        return json.loads(json.dumps({**self.state, "elapsed_s": round(self.elapsed(), 3),
+                                      "search_finished": self._search_finished}, default=str))
+
+    def on_tune_restored(self, snapshot: dict | None) -> None:
+        """Tune restored its experiment (``ProgressCallback.set_state``)."""
+        if self._tune_restored is not None:
+            self._tune_restored = True
 
     def log(self, msg: str) -> None:
         if self.verbose:
@@ -162,6 +195,12 @@ class Coordinator:
                  "worker start-up (not charged to the budget)")
 
     def on_tick(self, trials) -> None:
+        if self._tune_restored is False:  # Tune logged "Failed to restore the run state" and started afresh
+            raise RunDirRefused(
+                f"Ray Tune could not restore the saved experiment in {self.run_dir / SEARCH_DIR} (see its "
+                f"'Failed to restore the run state' above); the finished trials are in {self.store.path}. Start a "
+                "fresh search in another hydra.run.dir, or move search/, kgtuner_state.json and trials.parquet "
+                "away to reuse this directory")
         self._maybe_start_clock()
         if time.monotonic() - self._last_save >= 2.0:
             self.save_state()
@@ -232,7 +271,7 @@ class Coordinator:
         # (it reads this at Tuner.fit): let every slot's first trial start at once.
         os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(self.slots))
         path = self.run_dir / SEARCH_DIR
-        if tune.Tuner.can_restore(str(path)):
+        if self._snapshot is not None and self._snapshot.path is not None and tune.Tuner.can_restore(str(path)):
             self.log(f"resuming the interrupted search in {path} (stage {self.state['stage']}, "
                      f"{self.elapsed():.1f}s of the budget used, {len(self.store)} trials recorded)")
             return tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
@@ -267,12 +306,67 @@ class Coordinator:
                               experiment=s.name, deadline_key=self._deadline_key if deadlines else None,
                               answer=answer)
 
+    def reconcile_with_tune(self) -> None:
+        """Before a resume: make the rows, the state and the budget clock agree with the newest Tune
+        experiment state that ``Tuner.restore`` will continue from.
+
+        Tune saves its experiment state (trials, searcher) every few seconds, trials.parquet and
+        kgtuner_state.json change at every trial end; after a crash (``kill -9``) the rows may hold
+        trials Tune's snapshot does not know as finished. Those trials run again (unfinished ones) or
+        never existed for the restored searcher (created later: their ``trial_index`` is handed out
+        again), so their rows are dropped; the stage, the strategy's entries and the budget used come
+        from the coordinator's snapshot saved with Tune's (``ProgressCallback``). A damaged Tune file is
+        refused here (:func:`~kgtuner.tune.run_dir.tune_snapshot`), before Tune would silently start
+        an empty experiment.
+        """
+        self._snapshot = snap = tune_snapshot(self.run_dir)
+        if snap.path is None:
+            if len(self.store) or float(self.state.get("elapsed_s") or 0.0) > 0:
+                self.log(f"Tune saved no state of the interrupted search in {self.run_dir / SEARCH_DIR} (it stopped "
+                         "within its first seconds): the search starts again from zero")
+            dropped = self.store.keep_only(())
+            keep = {k: self.state[k] for k in ("fingerprint", "sessions") if k in self.state}
+            self.state = {**self._initial_state(), **keep}
+        else:
+            dropped = self.store.keep_only(snap.finished())
+            if snap.kgtuner_state is not None:
+                keep = {k: self.state[k] for k in ("fingerprint", "sessions") if k in self.state}
+                saved = dict(snap.kgtuner_state)
+                # the restored searcher answered FINISHED before that snapshot: it will not say so again
+                self._restored_finished = bool(saved.pop("search_finished", False))
+                self.state = {**saved, **keep}
+                self._tune_restored = False  # until ProgressCallback.set_state says Tune restored its snapshot
+        if dropped:
+            ids = sorted(r["trial_id"] for r in dropped)
+            self.log(f"{len(dropped)} trials.parquet row(s) were recorded after the last saved Tune state (the driver "
+                     f"was killed?): dropped, those trials run again under the restored searcher: {', '.join(ids)}")
+        if dropped or snap.path is None:
+            self.store.flush()
+            self.save_state()
+
+    def _initial_state(self) -> dict:
+        return {"version": 1, "stage": 1, "elapsed_s": 0.0, "started": {}, "done": False, "final": None,
+                "fingerprint": fingerprint(self.settings), "sessions": 0, **self.strategy.initial_state()}
+
+    def _on_sigterm(self, signum, frame) -> None:
+        """SIGTERM (``docker stop``, batch schedulers, ``ray job stop``) stops like Ctrl+C: a clean,
+        resumable stop (Tune's SIGINT handler during the search, KeyboardInterrupt elsewhere)."""
+        import signal
+
+        if self.verbose:
+            print("[kgtuner] SIGTERM received: stopping like Ctrl+C (the run stays resumable)", file=self.out,
+                  flush=True)
+        signal.raise_signal(signal.SIGINT)
+
     def run(self) -> dict:
         """Run the experiment to the end of its budget; return the summary dict.
 
-        Raises :class:`ExperimentInterrupted` when stopped early (Ctrl+C); the run directory then
-        holds everything needed for ``resume=true``.
+        Raises :class:`ExperimentInterrupted` when stopped early (Ctrl+C, SIGTERM); the run directory then
+        holds everything needed for ``resume=true``. Releases the run directory's lock at the end.
         """
+        import signal
+        import threading
+
         import ray
 
         from kgtuner.cluster.ray_cluster import connect_ray
@@ -280,8 +374,11 @@ class Coordinator:
         from kgtuner.data.from_config import load_graph
 
         events.activate(self)
+        old_sigterm = None
         try:
             s = self.settings
+            if self._persist and not self.state.get("search_done"):
+                self.reconcile_with_tune()
             t0 = time.perf_counter()
             full = load_graph(s.data)
             self.strategy.prepare(full)
@@ -291,6 +388,8 @@ class Coordinator:
                 self.log(note)
             space = self.strategy.space(full.name)
             self.ray_info = connect_ray(s.cluster, print_banner=bool(self.verbose))
+            if threading.current_thread() is threading.main_thread():  # after ray.init, which sets its own
+                old_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
             plan = plan_resources(s.trial, num_gpus=self.ray_info.num_gpus, num_cpus=self.ray_info.num_cpus)
             self.resources, self.slots = plan.resources, plan.slots
             for note in plan.notes:
@@ -307,8 +406,10 @@ class Coordinator:
                 trainable = self._trainable(graph_refs, answer=self.answer.trial_args(self))
                 self.log(self.strategy.describe(Path(space.name).stem, self.slots, self.resources))
                 self.gauges.set_stage(self.strategy.stage_gauge(int(self.state["stage"])))
-                self._search_finished = False
-                self._tuner(trainable, space).fit()
+                self._search_finished = self._restored_finished
+                tuner = self._tuner(trainable, space)
+                self._begin()  # every check passed: from here on the directory holds the experiment
+                tuner.fit()
                 interrupted = bool(self.live) or not self._search_finished
                 self.live.clear()
                 if interrupted:
@@ -328,14 +429,31 @@ class Coordinator:
             raise ExperimentInterrupted(self._interrupted_msg()) from None
         finally:
             try:
+                if old_sigterm is not None:
+                    signal.signal(signal.SIGTERM, old_sigterm)
                 self.save_state()
             finally:
                 events.deactivate(self)
+                self.close()
+
+    def _begin(self) -> None:
+        """The search starts: from now on the run directory holds the experiment (state file, original
+        overrides, Tune's ``search/``)."""
+        if not self._persist:
+            self._persist = True
+            write_overrides(self.run_dir, self.overrides)
+        self.save_state()
+
+    def close(self) -> None:
+        """Release the run directory's lock (at the end of :meth:`run`)."""
+        self.lock.release()
 
     def _interrupted_msg(self) -> str:
+        if not self._persist:
+            return (f"stopped before the search started; nothing was saved in {self.run_dir}: run the same command "
+                    "again to start it")
         return (f"experiment interrupted after {self.elapsed():.1f}s of its budget; {len(self.store)} "
-                f"finished trials are saved in {self.run_dir}. Resume with the same overrides plus: "
-                f"resume=true hydra.run.dir={self.run_dir}")
+                f"finished trials are saved in {self.run_dir}. Resume with: {resume_command(self.run_dir)}")
 
     def _retrain_final(self, graph_refs: dict) -> dict:
         """Retrain the answer's configuration with ``final.seeds`` seeds (its answer stage, no deadline)."""

@@ -1,14 +1,21 @@
 """``ProgressCallback``: a Tune callback that forwards trial events to the live coordinator.
 
 It holds no state of its own (Tune pickles it into the experiment state), so a restored
-experiment's copy reports to the new coordinator through :mod:`kgtuner.tune.events`.
+experiment's copy reports to the new coordinator through :mod:`kgtuner.tune.events`. Its Tune
+callback state (``get_state``, saved by Tune together with the trials and the searcher at every
+experiment checkpoint) is the coordinator's snapshot (stage, budget used, the strategy's entries) as
+of that checkpoint: a resume reads it (``kgtuner.tune.run_dir.tune_snapshot``) so that the rows, the
+state and the restored searcher all come from one moment.
 """
 
 from __future__ import annotations
 
+import json
+
 from ray.tune import Callback
 
 from kgtuner.tune import events
+from kgtuner.tune.run_dir import SNAPSHOT_KEY
 
 
 def trial_error_text(trial) -> str:
@@ -28,6 +35,20 @@ def trial_error_text(trial) -> str:
 
 class ProgressCallback(Callback):
     """Forwards ``on_trial_*`` events and loop ticks to the coordinator."""
+
+    def get_state(self):
+        coordinator = events.active()
+        snapshot = getattr(coordinator, "snapshot", None)
+        if snapshot is None:
+            return None
+        return {SNAPSHOT_KEY: json.dumps(snapshot(), default=str)}  # plain data (a JSON string)
+
+    def set_state(self, state):
+        coordinator = events.active()
+        restored = getattr(coordinator, "on_tune_restored", None)
+        if restored is not None:
+            raw = (state or {}).get(SNAPSHOT_KEY)
+            restored(json.loads(raw) if isinstance(raw, str) else None)
 
     def on_step_end(self, iteration, trials, **info):
         coordinator = events.active()

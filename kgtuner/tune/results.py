@@ -120,7 +120,17 @@ class ResultsStore:
         """Re-open a run directory's trials.parquet (empty store when there is none)."""
         store = cls(run_dir)
         if store.path.exists():
-            frame = pd.read_parquet(store.path)
+            try:
+                frame = pd.read_parquet(store.path)
+                if "trial_id" not in frame.columns or "config_json" not in frame.columns:
+                    raise ValueError("no trial_id/config_json column: not a kgtuner trials file")
+            except Exception as exc:  # noqa: BLE001 - pyarrow's errors (truncated file, bad magic bytes, ...)
+                from kgtuner.errors import DataError
+
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise DataError(
+                    f"{store.path} cannot be read ({reason}); it is the record of the experiment's finished trials: "
+                    "restore it from a backup, or start a fresh search in another hydra.run.dir") from None
             for rec in frame.to_dict("records"):
                 config = json.loads(rec["config_json"])
                 valid = {k: rec.get(f"valid_{k}") for k in METRIC_KEYS}
@@ -151,6 +161,14 @@ class ResultsStore:
         self._rows[row["trial_id"]] = row
         if flush:
             self.flush()
+
+    def keep_only(self, trial_ids) -> list[dict]:
+        """Drop every row whose trial is not in ``trial_ids``; return the dropped rows (not yet flushed)."""
+        keep = {str(t) for t in trial_ids}
+        dropped = [row for tid, row in self._rows.items() if tid not in keep]
+        for row in dropped:
+            del self._rows[row["trial_id"]]
+        return dropped
 
     def flush(self) -> None:
         """Write trials.parquet atomically (write to a temporary name, then rename)."""

@@ -1,0 +1,277 @@
+"""Run-directory faults (issue 14): one driver per directory, nothing written by a refused launch, the
+original overrides kept, leftovers and damaged files refused with one line, rows reconciled with Tune's
+snapshot after a crash, SIGTERM as a clean stop, one exit code for every bad setting."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from kgtuner.errors import KGTunerError
+from kgtuner.paths import CONF_DIR
+from kgtuner.tune.run_dir import (LOCK_FILE, OVERRIDES_FILE, STATE_FILE, RunDirLock, RunDirRefused, check_run_dir,
+                                  experiment_files, read_overrides)
+from kgtuner.tune.settings import ExperimentSettings
+
+REPO = Path(__file__).resolve().parents[1]
+#: A tiny search: 3 trials, one CPU slot (about 20 s on a busy 2-core machine).
+TINY = ("budget=trials", "budget.trials=3", "cluster.num_cpus=1", "cluster.include_dashboard=false")
+HOLD_LOCK = ("import sys, time; from kgtuner.tune.run_dir import RunDirLock; lock = RunDirLock(sys.argv[1]).acquire(); "
+             "print('locked', flush=True); time.sleep(600)")
+
+
+def _compose(*overrides):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def _settings(*overrides) -> ExperimentSettings:
+    return ExperimentSettings.from_config(_compose(*overrides))
+
+
+def _launch(run_dir, *overrides, timeout=300):
+    return subprocess.run([sys.executable, "-m", "kgtuner.launch", f"hydra.run.dir={run_dir}", *overrides],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def _error_line(proc) -> str:
+    """The one ``kgtuner: error:`` line of a refused launch (exit 2, no traceback)."""
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("kgtuner: error:")]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """One finished tiny search (copied by each test that changes it)."""
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    proc = _launch(run_dir, *TINY)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return run_dir
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "run"
+    shutil.copytree(run, dst)
+    return dst
+
+
+# ---------------------------------------------------------------------------------------------- 1. the lock
+def test_a_second_driver_is_refused_and_a_killed_drivers_lock_does_not_block(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / STATE_FILE).write_text("{not json")  # the lock is checked before anything is read
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(run_dir)], cwd=REPO, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        line = _error_line(_launch(run_dir, *TINY, "resume=true"))
+        assert f"pid {holder.pid}" in line and socket.gethostname() in line and "in use by" in line, line
+        with pytest.raises(RunDirRefused, match=f"pid {holder.pid}"):
+            RunDirLock(run_dir).acquire()
+    finally:
+        holder.kill()  # kill -9: the kernel releases its flock
+        holder.wait()
+    lock = RunDirLock(run_dir).acquire()
+    try:
+        assert f"pid {holder.pid}" in lock.note  # named as a driver that did not release it; not blocking
+        assert json.loads((run_dir / LOCK_FILE).read_text())["pid"] != holder.pid
+    finally:
+        lock.release()
+    assert (run_dir / LOCK_FILE).read_text() == ""  # a clean release names no holder
+
+
+# ---------------------------------------------------------------------------------------------- 2. nothing written
+@pytest.mark.parametrize("bad, fragment", [
+    (("space.params.lr.low=10", "space.params.lr.high=1"), "inverted range"),
+    (("data=folder", "data.path={nodata}"), "test"),
+    (("cluster.num_gpus=1.5",), "cluster.num_gpus"),
+    (("cluster.dashboard_port=70000",), "cluster.dashboard_port"),
+], ids=["space", "data", "num_gpus", "dashboard_port"])
+def test_a_setting_error_leaves_nothing_behind(bad, fragment, tmp_path):
+    import ray
+
+    from kgtuner.launch import run
+    from kgtuner.paths import DEMO_DIR
+    from kgtuner.tune.coordinator import Coordinator
+
+    nodata = tmp_path / "nodata"  # a dataset folder without test.txt
+    nodata.mkdir()
+    for split in ("train.txt", "valid.txt"):
+        shutil.copy(Path(DEMO_DIR) / split, nodata / split)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    bad = [b.format(nodata=nodata) for b in bad]
+    try:
+        with pytest.raises(KGTunerError, match=fragment):
+            run(_compose(*TINY, *bad), str(run_dir), overrides=[*TINY, *bad])
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    assert experiment_files(run_dir) == [] and not (run_dir / OVERRIDES_FILE).exists()
+    # the corrected command starts normally (the directory is not refused) ...
+    coordinator = Coordinator(_settings(*TINY), run_dir)
+    coordinator.close()
+    # ... and resume=true says there is nothing to resume, not "the settings changed"
+    with pytest.raises(RunDirRefused, match="holds no kgtuner experiment"):
+        check_run_dir(_settings(*TINY, "resume=true"), run_dir)
+
+
+# ---------------------------------------------------------------------------------------------- 3. overrides kept
+def test_the_original_overrides_survive_a_refused_launch(finished_run, tmp_path):
+    run_dir = _copy(finished_run, tmp_path)
+    assert read_overrides(run_dir) == list(TINY)
+    line = _error_line(_launch(run_dir, "budget=trials", "budget.trials=5", "cluster.num_cpus=1",
+                               "cluster.include_dashboard=false", "resume=true"))
+    assert "budget" in line and str(run_dir / OVERRIDES_FILE) in line and "budget.trials=3" in line, line
+    assert "budget.trials=5" in (run_dir / ".hydra" / "overrides.yaml").read_text()  # Hydra's, rewritten
+    assert read_overrides(run_dir) == list(TINY)  # kgtuner's, kept
+    with pytest.raises(RunDirRefused, match="already holds a kgtuner experiment.*budget.trials=3 .*resume=true"):
+        check_run_dir(_settings(*TINY), run_dir)
+
+
+# ---------------------------------------------------------------------------------------------- 4. leftovers
+@pytest.mark.parametrize("left", ["search", "trials"])
+def test_an_experiment_without_its_state_file_is_refused(finished_run, tmp_path, left):
+    run_dir = _copy(finished_run, tmp_path)
+    (run_dir / STATE_FILE).unlink()
+    if left == "search":
+        (run_dir / "trials.parquet").unlink()
+    else:
+        shutil.rmtree(run_dir / "search")
+    with pytest.raises(RunDirRefused, match="already holds a kgtuner experiment"):
+        check_run_dir(_settings(*TINY), run_dir)
+    with pytest.raises(RunDirRefused, match=f"without its {STATE_FILE}.*another hydra.run.dir"):
+        check_run_dir(_settings(*TINY, "resume=true"), run_dir)
+
+
+# ---------------------------------------------------------------------------------------------- 5. damaged files
+def test_a_damaged_state_file_or_trials_file_is_one_line(finished_run, tmp_path):
+    run_dir = _copy(finished_run, tmp_path)
+    state = (run_dir / STATE_FILE).read_text()
+    (run_dir / STATE_FILE).write_text(state[: len(state) // 2])
+    line = _error_line(_launch(run_dir, *TINY, "resume=true"))
+    assert str(run_dir / STATE_FILE) in line and "damaged" in line and "another hydra.run.dir" in line, line
+    (run_dir / STATE_FILE).write_text(state)
+    data = (run_dir / "trials.parquet").read_bytes()
+    (run_dir / "trials.parquet").write_bytes(data[: len(data) // 2])
+    from kgtuner.launch import run
+
+    with pytest.raises(KGTunerError, match="trials.parquet cannot be read.*another hydra.run.dir"):
+        run(_compose(*TINY, "resume=true"), str(run_dir))
+    assert RunDirLock(run_dir).acquire().release() is None  # the refused driver released the directory
+
+
+# ---------------------------------------------------------------------------------------------- 6. Tune's state
+@pytest.mark.parametrize("pattern", ["experiment_state-*.json", "searcher-state-*.pkl", "callback-states-*.pkl"])
+def test_damaged_tune_state_is_refused_every_time_not_resumed_as_interrupted(finished_run, tmp_path, pattern):
+    import ray
+
+    from kgtuner.launch import run
+
+    run_dir = _copy(finished_run, tmp_path)
+    state = json.loads((run_dir / STATE_FILE).read_text())
+    (run_dir / STATE_FILE).write_text(json.dumps({**state, "search_done": False, "done": False}))
+    (path,) = (run_dir / "search").glob(pattern)
+    path.write_bytes(path.read_bytes()[:-40])
+    rows = pd.read_parquet(run_dir / "trials.parquet")
+    for _ in range(2):  # never a loop of "interrupted, resume with ..."
+        with pytest.raises(RunDirRefused, match=f"damaged \\({path.name}.*trials.parquet.*another hydra.run.dir"):
+            run(_compose(*TINY, "resume=true"), str(run_dir))
+    assert not ray.is_initialized()
+    pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "trials.parquet"), rows)  # the rows are untouched
+
+
+# ---------------------------------------------------------------------------------------------- 7. crash
+def test_rows_recorded_after_tunes_last_snapshot_are_reconciled_on_resume(finished_run, tmp_path):
+    """A driver killed after trials.parquet/kgtuner_state.json got ahead of Tune's saved experiment: the
+    resume keeps only rows of trials the restored Tune knows as finished and takes the budget used
+    from the snapshot saved with Tune's, so nothing is counted twice; it then finishes (no loop)."""
+    from kgtuner.tune.coordinator import Coordinator
+
+    run_dir = _copy(finished_run, tmp_path)
+    rows = pd.read_parquet(run_dir / "trials.parquet")
+    state = json.loads((run_dir / STATE_FILE).read_text())
+    ahead = {**state, "search_done": False, "done": False, "elapsed_s": state["elapsed_s"] + 100.0}
+    (run_dir / STATE_FILE).write_text(json.dumps(ahead))
+    ghost = rows.iloc[[0]].assign(trial_id="ghost001", trial_index=int(rows["trial_index"].max()) + 1)
+    pd.concat([rows, ghost]).to_parquet(run_dir / "trials.parquet", index=False)
+
+    coordinator = Coordinator(_settings(*TINY, "resume=true"), run_dir)
+    try:
+        coordinator.reconcile_with_tune()
+        assert sorted(coordinator.store.frame()["trial_id"]) == sorted(rows["trial_id"])
+        assert coordinator.state["elapsed_s"] <= state["elapsed_s"] + 1e-6 and coordinator._restored_finished
+    finally:
+        coordinator.close()
+    assert "ghost001" not in set(pd.read_parquet(run_dir / "trials.parquet")["trial_id"])
+
+    (run_dir / STATE_FILE).write_text(json.dumps(ahead))
+    pd.concat([rows, ghost]).to_parquet(run_dir / "trials.parquet", index=False)
+    proc = _launch(run_dir, *TINY, "resume=true")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "dropped" in proc.stdout and "ghost001" in proc.stdout
+    final = pd.read_parquet(run_dir / "trials.parquet")
+    assert sorted(final["trial_id"]) == sorted(rows["trial_id"]) and final["trial_index"].is_unique
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["budget"]["used_s"] < state["elapsed_s"] + 1.0  # the 100 s the state file had ahead: not counted
+
+
+# ---------------------------------------------------------------------------------------------- 8. SIGTERM
+def _wait_for(predicate, proc, timeout=240.0) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        assert proc.poll() is None, "the driver ended early"
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def _rows(path: Path) -> int:
+    try:
+        return len(pd.read_parquet(path))
+    except Exception:  # noqa: BLE001 - not written yet
+        return 0
+
+
+@pytest.mark.slow
+def test_sigterm_is_a_clean_resumable_stop_and_a_second_driver_is_refused_meanwhile(tmp_path):
+    run_dir = tmp_path / "run"
+    args = ("budget.seconds=20", "cluster.num_cpus=1", "cluster.include_dashboard=false")
+    proc = subprocess.Popen([sys.executable, "-m", "kgtuner.launch", f"hydra.run.dir={run_dir}", *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: _rows(run_dir / "trials.parquet") >= 1, proc)
+        line = _error_line(_launch(run_dir, *args, "resume=true"))  # a second driver, while the first runs
+        assert f"pid {proc.pid}" in line, line
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out[-2000:] + err[-3000:]
+    assert "resume=true" in err and "Aborted" not in err and "SIGABRT" not in err + out, err[-3000:]
+    first = pd.read_parquet(run_dir / "trials.parquet")
+    resumed = _launch(run_dir, *args, "resume=true")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "resuming the interrupted search" in resumed.stdout and "could not restore" not in resumed.stderr
+    final = pd.read_parquet(run_dir / "trials.parquet")
+    assert set(first["trial_id"]) <= set(final["trial_id"]) and final["trial_id"].is_unique
+    assert final["trial_index"].is_unique
+
+
+# ---------------------------------------------------------------------------------------------- 9. exit codes
+@pytest.mark.parametrize("override", ["search=nonexistent", "model=foo", "budget.secs=3", "+experiment=nope"])
+def test_hydras_own_errors_exit_2_with_one_line(override, tmp_path):
+    line = _error_line(_launch(tmp_path / "run", override, timeout=120))
+    assert override.split("=")[1] in line or override.split("=")[0] in line

@@ -97,6 +97,7 @@ def run_hydra(task_main: Callable[[], None], argv: Sequence[str] | None = None, 
         sys.argv = [prog or sys.argv[0], *argv]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing its own multi-line report
     try:
+        _check_hydra_flags(sys.argv[1:], prog or _module_name(sys.argv[0]))
         task_main()
     except (HydraException, OmegaConfBaseException) as exc:
         if user_full == "1":
@@ -108,6 +109,32 @@ def run_hydra(task_main: Callable[[], None], argv: Sequence[str] | None = None, 
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:
             os.environ["HYDRA_FULL_ERROR"] = user_full
+
+
+def _module_name(path: str) -> str:
+    """``python -m kgtuner.launch`` for ``.../kgtuner/launch.py`` (how ``python -m`` sets ``sys.argv[0]``)."""
+    head, name = os.path.split(path)
+    if name.endswith(".py") and os.path.basename(head) == "kgtuner":
+        return f"python -m kgtuner.{name[:-3]}"
+    return name or "kgtuner"
+
+
+def _check_hydra_flags(args: Sequence[str], prog: str) -> None:
+    """Parse the command line with Hydra's own argument parser first, so that a bad flag (``--foo``,
+    ``--cfg nope``) is one ``kgtuner: error:`` line and exit 2 too (argparse prints its usage otherwise)."""
+    try:
+        from hydra._internal.utils import get_args_parser
+
+        parser = get_args_parser()
+    except Exception:  # noqa: BLE001 - a Hydra without that helper: leave the parsing to Hydra
+        return
+
+    def error(message: str):
+        raise SystemExit(fail(f"{prog}: {message} (see {prog} --help)"))
+
+    parser.prog = prog
+    parser.error = error
+    parser.parse_args(list(args))
 
 
 def _usage() -> str:

@@ -202,3 +202,15 @@ def test_trial_checkpoints_load_with_weights_only():
     root = pathlib.Path(__file__).resolve().parents[1] / "kgtuner"
     loads = [(p, line) for p in root.rglob("*.py") for line in p.read_text().splitlines() if "torch.load(" in line]
     assert loads and all("weights_only=True" in line for _, line in loads), loads
+
+
+def test_a_refused_state_ends_the_search_with_the_reason_instead_of_a_silent_restart(space, live, tmp_path):
+    """Tune logs a failed searcher restore and starts the experiment afresh; the meta-searcher ends it instead."""
+    marker = tmp_path / "pwned"
+    (tmp_path / "searcher-state-x.pkl").write_bytes(pickle.dumps(_Exploit(marker)))
+    s = _staged(space)
+    with pytest.raises(state_io.StateError):
+        s.restore_from_dir(str(tmp_path))
+    (failed,) = live.of(events.SearchFailed)
+    assert "cannot resume the search" in failed.message and "pickle" in failed.message
+    assert s.suggest("t0") == "FINISHED" and not marker.exists()

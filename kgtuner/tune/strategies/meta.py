@@ -128,6 +128,17 @@ class MetaSearcher(DataStateSearcher):
         self._on_complete(trial_id, result, score, early)
 
     # ---- state -----------------------------------------------------------------------------
+    def restore(self, checkpoint_path: str) -> None:
+        """Tune's resume. A state file that is not kgtuner's JSON (a pickle, a foreign or damaged file) is
+        refused: Tune would log the error and start the experiment afresh, so the search also ends here
+        (``SearchFailed`` with the reason; every later suggestion is FINISHED)."""
+        try:
+            super().restore(checkpoint_path)
+        except state_io.StateError as exc:
+            self.done = True
+            events.notify(events.SearchFailed(f"cannot resume the search: {exc}"))
+            raise
+
     def get_state(self) -> dict[str, Any]:
         # the whole instance (a field added later cannot be forgotten by a hand-kept list), as data:
         # an inner searcher by its own get_state; a value of an unknown type raises StateError here

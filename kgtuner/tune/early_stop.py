@@ -41,6 +41,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from kgtuner.errors import ConfigError
 from kgtuner.search import state as state_io
 from kgtuner.tune import events
+from kgtuner.tune.keys import check_keys
 from kgtuner.tune.report import METRIC, MODE, TIME_ATTR, TrialReport
 from kgtuner.validation import number
 
@@ -74,8 +75,6 @@ def parse_early_stop(search: Mapping[str, Any], stage_controls: Mapping[int, Any
     strategy allows early stopping at all is its own ``early_stop_policy``.
     Returns None when early stopping is off; raises ``ConfigError`` naming the key at fault.
     """
-    from kgtuner.tune.strategies.base import check_keys  # (base imports this module)
-
     cfg = search.get("asha") or {}
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"search.asha must be a mapping with keys {list(ASHA_KEYS)}, got {cfg!r}")

@@ -14,7 +14,7 @@ from kgtuner.errors import ConfigError
 from kgtuner.tune.budget import Budget
 from kgtuner.cluster.ray_cluster import CLUSTER_KEYS
 from kgtuner.tune.strategies import strategy_class
-from kgtuner.tune.strategies.base import check_keys
+from kgtuner.tune.keys import check_keys
 from kgtuner.validation import number
 
 #: The config groups of the launcher (conf/config.yaml's defaults).

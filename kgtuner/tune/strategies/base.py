@@ -22,7 +22,6 @@ strategy:
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
@@ -31,38 +30,13 @@ from kgtuner.errors import ConfigError
 from kgtuner.tune import events
 from kgtuner.tune.budget import Budget
 from kgtuner.tune.early_stop import AshaSettings, make_scheduler, parse_early_stop
+from kgtuner.tune.keys import check_keys
 from kgtuner.tune.results import ResultsStore
 
 
 #: ``search`` keys every strategy has (``early_stop``/``asha`` are then allowed or refused by its
 #: ``early_stop_policy``, with the reason).
 COMMON_SEARCH_KEYS = ("name", "early_stop", "asha")
-
-
-def unknown_key_message(key: str, allowed, *, prefix: str = "", owner: str = "", also=()) -> str:
-    """``<prefix><key> is not a setting of <owner>; did you mean <prefix><nearest>?`` (or the list of
-    settings when nothing is close). ``also``: other full names worth suggesting (e.g. ``search.top_k``
-    for a top-level ``top_k``)."""
-    allowed = sorted(str(a) for a in allowed)
-    # bare names against the bare key (a shared prefix would make every name look close)
-    close = [prefix + m for m in difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)]
-    if not close:
-        bare: dict[str, str] = {}
-        for full in also:
-            bare.setdefault(str(full).rsplit(".", 1)[-1], str(full))
-        close = [bare[m] for m in difflib.get_close_matches(str(key), list(bare), n=1, cutoff=0.6)]
-    head = f"{prefix}{key} is not a setting of {owner}" if owner else f"{prefix}{key} is not a setting"
-    if close:
-        return f"{head}; did you mean {close[0]}?"
-    return f"{head}; its settings are {', '.join(prefix + a for a in allowed)}"
-
-
-def check_keys(mapping: Mapping[str, Any], allowed, *, prefix: str = "", owner: str = "", also=()) -> None:
-    """ConfigError naming every key of ``mapping`` that is not in ``allowed`` (and the nearest valid one)."""
-    unknown = sorted(str(k) for k in mapping if k not in set(allowed))
-    if unknown:
-        raise ConfigError("; ".join(unknown_key_message(k, allowed, prefix=prefix, owner=owner, also=also)
-                                    for k in unknown))
 
 
 #: Subgraph samplers of ``kgtuner.data.sample_subgraph``.

@@ -193,6 +193,27 @@ def test_damaged_tune_state_is_refused_every_time_not_resumed_as_interrupted(fin
     pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "trials.parquet"), rows)  # the rows are untouched
 
 
+def test_a_tune_experiment_that_tune_cannot_restore_is_refused_before_tune_saves_over_it(finished_run, tmp_path):
+    """Files that parse but that Tune still fails to restore ("Failed to restore the run state"; Tune would
+    start an empty experiment): the driver stops before Tune's first step, so the saved state stays
+    as it was and every later resume says the same."""
+    run_dir = _copy(finished_run, tmp_path)
+    state = json.loads((run_dir / STATE_FILE).read_text())
+    (run_dir / STATE_FILE).write_text(json.dumps({**state, "search_done": False, "done": False}))
+    (path,) = (run_dir / "search").glob("experiment_state-*.json")
+    saved = json.loads(path.read_text())
+    path.write_text(json.dumps({**saved, "runner_data": None}))
+    before = sorted(p.name for p in (run_dir / "search").iterdir())
+    rows = pd.read_parquet(run_dir / "trials.parquet")
+    proc = _launch(run_dir, *TINY, "resume=true")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("kgtuner: error:")]  # (Tune logs its traceback)
+    assert len(lines) == 1 and "could not restore" in lines[0] and "another hydra.run.dir" in lines[0], lines
+    assert sorted(p.name for p in (run_dir / "search").glob("experiment_state-*.json")) == \
+        [n for n in before if n.startswith("experiment_state-")]  # Tune saved no empty experiment over it
+    pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "trials.parquet"), rows)
+
+
 # ---------------------------------------------------------------------------------------------- 7. crash
 def test_rows_recorded_after_tunes_last_snapshot_are_reconciled_on_resume(finished_run, tmp_path):
     """A driver killed after trials.parquet/kgtuner_state.json got ahead of Tune's saved experiment: the
@@ -268,6 +289,27 @@ def test_sigterm_is_a_clean_resumable_stop_and_a_second_driver_is_refused_meanwh
     final = pd.read_parquet(run_dir / "trials.parquet")
     assert set(first["trial_id"]) <= set(final["trial_id"]) and final["trial_id"].is_unique
     assert final["trial_index"].is_unique
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_records_each_trial_once(tmp_path):
+    """The real crash (whatever Tune had saved when the driver died): the resumed run ends normally with
+    unique trial ids and trial indices, and its budget clock within the budget."""
+    run_dir = tmp_path / "run"
+    args = ("budget.seconds=20", "cluster.num_cpus=1", "cluster.include_dashboard=false")
+    proc = subprocess.Popen([sys.executable, "-m", "kgtuner.launch", f"hydra.run.dir={run_dir}", *args], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: _rows(run_dir / "trials.parquet") >= 2, proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    resumed = _launch(run_dir, *args, "resume=true")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    final = pd.read_parquet(run_dir / "trials.parquet")
+    assert final["trial_id"].is_unique and final["trial_index"].is_unique
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert 20 <= summary["budget"]["used_s"] <= 20 * 1.05 + 3.0
 
 
 # ---------------------------------------------------------------------------------------------- 9. exit codes

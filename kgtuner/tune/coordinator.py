@@ -194,13 +194,17 @@ class Coordinator:
         self.log(f"budget clock starts: the first trial was ready after {max(0.0, waited - startup):.1f}s of "
                  "worker start-up (not charged to the budget)")
 
-    def on_tick(self, trials) -> None:
+    def on_step_begin(self) -> None:
+        """Before each step of Tune's loop (the first one: before Tune asks the searcher for trials or saves
+        its experiment state): a resume whose saved experiment Tune did not restore stops here."""
         if self._tune_restored is False:  # Tune logged "Failed to restore the run state" and started afresh
             raise RunDirRefused(
                 f"Ray Tune could not restore the saved experiment in {self.run_dir / SEARCH_DIR} (see its "
                 f"'Failed to restore the run state' above); the finished trials are in {self.store.path}. Start a "
                 "fresh search in another hydra.run.dir, or move search/, kgtuner_state.json and trials.parquet "
                 "away to reuse this directory")
+
+    def on_tick(self, trials) -> None:
         self._maybe_start_clock()
         if time.monotonic() - self._last_save >= 2.0:
             self.save_state()

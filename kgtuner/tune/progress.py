@@ -50,6 +50,11 @@ class ProgressCallback(Callback):
             raw = (state or {}).get(SNAPSHOT_KEY)
             restored(json.loads(raw) if isinstance(raw, str) else None)
 
+    def on_step_begin(self, iteration, trials, **info):
+        hook = getattr(events.active(), "on_step_begin", None)
+        if hook is not None:
+            hook()
+
     def on_step_end(self, iteration, trials, **info):
         coordinator = events.active()
         if coordinator is not None:

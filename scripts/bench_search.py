@@ -340,8 +340,10 @@ def plot_curves(curves: pd.DataFrame, results: pd.DataFrame, path: Path) -> None
             ax.set_ylabel("best valid MRR (mean over seeds)", fontsize=8)
             ax.tick_params(labelsize=7)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    ncol = max(1, min(len(labels), 3 * len(models)))  # a one-column figure gets a legend of several rows
+    rows = math.ceil(len(labels) / ncol) if labels else 1
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, min(0.3, 0.035 * rows / len(datasets) * 2 + 0.02), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

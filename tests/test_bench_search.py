@@ -194,3 +194,22 @@ def test_stage_trace_reads_each_kgtuner_search(page, tmp_path):
     assert row.best_stage1 == pytest.approx(0.3) and row.best_stage2 == pytest.approx(0.25)
     assert "| codex-m / kgtuner | 3.0 | 2.0 (1.0) | 0.52 B | 2.5 s | 0.300 | 0.250 | 0 of 1 |" in \
         page.section_stage_trace(tmp_path)
+
+
+def test_large_findings_state_time_to_reach_and_rf_bore_ties(page, bench):
+    keys = dict(dataset="g", model="complex")
+    results = pd.DataFrame([
+        {**keys, "algorithm": "kgtuner", "seed": 0, "valid_mrr": 0.30, "budget_s": 100.0, "final_trials": 4},
+        {**keys, "algorithm": "random", "seed": 0, "valid_mrr": 0.20, "budget_s": 100.0, "final_trials": 16},
+        {**keys, "algorithm": "rf_bore", "seed": 0, "valid_mrr": 0.20, "budget_s": 100.0, "final_trials": 14},
+    ])
+    curves = pd.DataFrame([
+        {**keys, "algorithm": "kgtuner", "seed": 0, "t": 60.0, "best_valid_mrr": 0.10},
+        {**keys, "algorithm": "kgtuner", "seed": 0, "t": 70.0, "best_valid_mrr": 0.25},
+        {**keys, "algorithm": "random", "seed": 0, "t": 80.0, "best_valid_mrr": 0.20},
+        {**keys, "algorithm": "rf_bore", "seed": 0, "t": 80.0, "best_valid_mrr": 0.20},
+    ])
+    text = "\n".join(page.large_findings(results, curves, bench))
+    assert "KGTuner reached it in 1 of 1 searches, at 0.70 B (median)" in text
+    assert "0.20 B into its stage 2, i.e. within 40% of stage 2's half" in text
+    assert "runs 14.0 full-graph trials, so only about 4 are chosen by the forest. In 1 of 1 blocks" in text

@@ -79,7 +79,7 @@ class Coordinator:
     """
 
     def __init__(self, settings: ExperimentSettings, run_dir: str | os.PathLike, *, verbose: int = 1,
-                 out=sys.stdout, overrides: list[str] | None = None):
+                 out=None, overrides: list[str] | None = None):
         self.run_dir = Path(run_dir).resolve()
         self.lock = RunDirLock(self.run_dir).acquire()  # before anything in the directory is read
         try:
@@ -95,7 +95,7 @@ class Coordinator:
         self.settings = settings
         self.strategy = settings.make_strategy()
         self.verbose = verbose
-        self.out = out
+        self.out = out if out is not None else sys.stdout  # resolved now: sys.stdout may be replaced after import
         self.overrides = None if overrides is None else [str(o) for o in overrides]
         if self.lock.note:
             self.log(self.lock.note)

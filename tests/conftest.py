@@ -35,3 +35,17 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture
+def live():
+    """A recording search driver (tests/tune_helpers.Recorder), active for the test: searchers and schedulers
+    built without Ray send their events to it."""
+    from tune_helpers import Recorder
+
+    from kgtuner.tune import events
+
+    rec = Recorder()
+    events.activate(rec)
+    yield rec
+    events.deactivate(rec)

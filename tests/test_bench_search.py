@@ -13,12 +13,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_search", REPO / "scripts" / "bench_search.py")
+def _script(name: str):
+    """scripts/NAME.py as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _script("bench_search")
 
 
 def _trials(rows):
@@ -157,10 +162,7 @@ def test_large_suite_cells_run_two_trials_in_flight_with_per_dataset_controls(be
 
 @pytest.fixture(scope="module")
 def page():
-    spec = importlib.util.spec_from_file_location("benchmarks_page", REPO / "scripts" / "benchmarks_page.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _script("benchmarks_page")
 
 
 def test_page_keeps_the_small_graph_sections_of_the_previous_page(page, tmp_path):

@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 import yaml
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
-from tune_helpers import Recorder
 
 from kgtuner.errors import ConfigError
 from kgtuner.search import RandomSearcher, RFBORESearcher, load_space
@@ -35,14 +34,6 @@ STAGES = {1: {"max_steps": 200, "valid_every": 25}, 2: {"max_steps": 300, "valid
 class FakeTrial:
     def __init__(self, trial_id: str, stage: int):
         self.trial_id, self.config = trial_id, {"stage": stage}
-
-
-@pytest.fixture
-def live():
-    rec = Recorder()
-    events.activate(rec)
-    yield rec
-    events.deactivate(rec)
 
 
 def _stops(live) -> dict:

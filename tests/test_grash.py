@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from ray.tune.search import Searcher
-from tune_helpers import Recorder, set_dotted
+from tune_helpers import set_dotted
 
 from kgtuner.data import load_dataset
 from kgtuner.errors import ConfigError
@@ -157,14 +157,6 @@ def test_the_grash_group_composes_with_its_documented_defaults():
 
 
 # ----------------------------------------------------------------------------- searcher, without Ray
-@pytest.fixture
-def live():
-    rec = Recorder()
-    events.activate(rec)
-    yield rec
-    events.deactivate(rec)
-
-
 def _rounds(live) -> list:
     return [("round", e.stage, e.configs, e.previous) for e in live.of(events.RoundStarted)]
 

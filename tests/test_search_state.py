@@ -14,7 +14,6 @@ import pickle
 
 import numpy as np
 import pytest
-from tune_helpers import Recorder
 
 from kgtuner.search import load_space, make_searcher
 from kgtuner.search import state as state_io
@@ -35,14 +34,6 @@ class _Exploit:
 
     def __reduce__(self):
         return (pathlib.Path.touch, (self.marker,))
-
-
-@pytest.fixture
-def live():
-    rec = Recorder()
-    events.activate(rec)
-    yield rec
-    events.deactivate(rec)
 
 
 @pytest.fixture

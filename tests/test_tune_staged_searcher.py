@@ -8,21 +8,12 @@ import pickle
 
 import pytest
 from ray.tune.search import Searcher
-from tune_helpers import Recorder
 
 from kgtuner.search import load_space, make_searcher
 from kgtuner.search import state as state_io
 from kgtuner.tune import events
 from kgtuner.tune.strategies.kgtuner import StagedSearcher, make_staged_searcher
 from kgtuner.tune.strategies.one_stage import OneStageSearcher
-
-
-@pytest.fixture
-def live():
-    rec = Recorder()
-    events.activate(rec)
-    yield rec
-    events.deactivate(rec)
 
 
 def _searcher(space, top_k=3, max_concurrent=4, stage1_end_s=math.inf, end_s=math.inf, grace_s=math.inf, **kw):

@@ -110,6 +110,35 @@ def preload_package() -> list[str]:
     return loaded
 
 
+def quiet_full_disk_log_files() -> None:
+    """A log file (Hydra's ``launch.log`` in the run directory) on a full disk: the logging module would
+    print a ``--- Logging error ---`` traceback for every later log line; instead the file stops being
+    written (the console keeps the log) and the search ends with its one ``disk is full`` line."""
+    import logging
+
+    from kgtuner.tune.run_dir import DISK_FULL_ERRNOS
+
+    def patch(handler: logging.FileHandler) -> None:
+        plain = handler.handleError
+
+        def handle_error(record, handler=handler, plain=plain):
+            exc = sys.exc_info()[1]
+            if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+                for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+                    if isinstance(logger, logging.Logger) and handler in logger.handlers:
+                        logger.removeHandler(handler)
+                return
+            plain(record)
+
+        handler.handleError = handle_error
+
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", []):
+            if isinstance(handler, logging.FileHandler):
+                patch(handler)
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
@@ -118,6 +147,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
+    quiet_full_disk_log_files()
     try:
         leave_job_working_dir(cfg, run_dir)
         run(cfg, run_dir, overrides=list(hydra_cfg.overrides.task))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import os
 import socket
 from pathlib import Path
@@ -15,70 +16,24 @@ from kgtuner.data import FilterIndex, load_dataset
 from kgtuner.data.loaders.ogb import OGB_ROOT_ENV
 from kgtuner.errors import DataError
 
-TYPES = {"disease": 4, "drug": 6, "protein": 5}  # entities per type; global ids follow sorted type names
-# (head type, relation name, tail type) -> relation id, as in biokg's edge_reltype
-BIOKG_RELATIONS = {("drug", "drug-protein", "protein"): 0, ("protein", "protein-disease", "disease"): 1,
-                   ("drug", "drug-disease", "disease"): 2}
-K = 3  # candidate negatives per query
+
+def _load_script(name: str):
+    """``scripts/NAME.py`` as a module (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# the tiny random ogbl-biokg lives in scripts/make_ogb_biokg.py beside the learnable one of scripts/gpu_check.sh
+_biokg = _load_script("make_ogb_biokg")
+TYPES, K, write_fake_biokg = _biokg.TYPES, _biokg.K, _biokg.write_fake_biokg
 
 
 def _gz(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt") as fh:
         fh.write(text)
-
-
-def _split_dict(rng, rows, with_negatives):
-    """rows: list of (head type, head local id, relation id, tail type, tail local id)."""
-    d = {
-        "head": np.array([r[1] for r in rows], dtype=np.int64),
-        "relation": np.array([r[2] for r in rows], dtype=np.int64),
-        "tail": np.array([r[4] for r in rows], dtype=np.int64),
-        "head_type": [r[0] for r in rows],
-        "tail_type": [r[3] for r in rows],
-    }
-    if with_negatives:  # local to the entity type of the replaced side
-        d["head_neg"] = np.stack([rng.integers(0, TYPES[r[0]], K) for r in rows]).astype(np.int64)
-        d["tail_neg"] = np.stack([rng.integers(0, TYPES[r[3]], K) for r in rows]).astype(np.int64)
-    return d
-
-
-def write_fake_biokg(root: Path, unseen: bool = False) -> dict:
-    """A tiny ogbl-biokg in OGB's layout; returns the split dicts written. ``unseen``: one more protein,
-    which occurs only in a test triple."""
-    rng = np.random.default_rng(0)
-    folder = root / "ogbl_biokg"
-    raw = folder / "raw"
-    names = sorted(TYPES)
-    counts = {n: TYPES[n] + (unseen and n == "protein") for n in names}
-    _gz(raw / "num-node-dict.csv.gz", ",".join(names) + "\n" + ",".join(str(counts[n]) for n in names) + "\n")
-    _gz(raw / "triplet-type-list.csv.gz", "".join(",".join(t) + "\n" for t in BIOKG_RELATIONS))
-    rows = []
-    for (ht, rel, tt), rid in BIOKG_RELATIONS.items():
-        edges = {(int(rng.integers(TYPES[ht])), int(rng.integers(TYPES[tt]))) for _ in range(12)}
-        edges = sorted(edges)
-        sub = raw / "relations" / f"{ht}___{rel}___{tt}"
-        _gz(sub / "edge.csv.gz", "".join(f"{h},{t}\n" for h, t in edges))
-        _gz(sub / "num-edge-list.csv.gz", f"{len(edges)}\n")
-        _gz(sub / "edge_reltype.csv.gz", "".join(f"{rid}\n" for _ in edges))
-        rows += [(ht, h, rid, tt, t) for h, t in edges]
-    order = rng.permutation(len(rows))
-    rows = [rows[i] for i in order]
-    n = len(rows)
-    if unseen:
-        rows.append(("drug", 0, 0, "protein", TYPES["protein"]))
-        n = len(rows) - 1
-        rows, last = rows[:n], rows[n:]
-    else:
-        last = []
-    splits = {"train": _split_dict(rng, rows[: n - 8], False), "valid": _split_dict(rng, rows[n - 8: n - 4], True),
-              "test": _split_dict(rng, rows[n - 4:] + last, True)}
-    (folder / "split" / "random").mkdir(parents=True)
-    for name, d in splits.items():
-        torch.save(d, folder / "split" / "random" / f"{name}.pt")
-    (folder / "processed").mkdir()
-    (folder / "RELEASE_v1.txt").write_text("tiny fake ogbl-biokg written by kgtuner's tests\n")
-    return splits
 
 
 def write_fake_wikikg2(root: Path, num_nodes=30, num_rel=4) -> dict:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from kgtuner.data import FilterIndex, KnowledgeGraph, load_dataset
+from kgtuner.errors import ConfigError
 from kgtuner.kge import LOSSES, MODELS, Trainer, TrainConfig
 
 
@@ -124,6 +125,32 @@ def test_ogb_protocol_and_typed_negatives(demo):
     before = trainer.evaluate("valid")["mrr"]
     res = trainer.fit()
     assert res.status == "ok" and res.valid["mrr"] > before and math.isfinite(res.test["mrr"])
+
+
+def test_a_validation_cap_ranks_the_same_fixed_sample_in_every_run(demo, filt):
+    """max_valid_triples: validation ranks one fixed sample of the valid split (the same whatever the training
+    seed, filtered by every true triple, OGB candidates sampled alike); the test split stays whole."""
+    from kgtuner.kge.evaluation import evaluate_filtered, evaluate_ogb
+
+    cfg = {**SMALL, "model": "complex", "negatives": 16, "max_steps": 1, "max_valid_triples": 40}
+    a = Trainer(TrainConfig.from_dict({**cfg, "seed": 1}), demo, filter_index=filt, device="cpu")
+    b = Trainer(TrainConfig.from_dict({**cfg, "seed": 2}), demo, filter_index=filt, device="cpu")
+    rows = a.valid_rows()
+    assert len(rows) == 40 == len(set(rows.tolist())) and np.array_equal(rows, b.valid_rows())
+    assert a.evaluate("valid") == evaluate_filtered(a.model.eval(), demo.valid[rows], filt)
+    assert a.evaluate("test") == evaluate_filtered(a.model, demo.test, filt)
+    assert Trainer(TrainConfig.from_dict({**cfg, "max_valid_triples": 10_000}), demo, filter_index=filt,
+                   device="cpu").valid_rows() is None  # a cap above the split: every triple
+    rng = np.random.default_rng(0)
+    cands = {"valid": {"head_neg": rng.integers(0, demo.num_entities, (len(demo.valid), 20)),
+                       "tail_neg": rng.integers(0, demo.num_entities, (len(demo.valid), 20))}}
+    kg = KnowledgeGraph("ogbl-biokg", demo.entities, demo.relations, demo.train, demo.valid, demo.test,
+                        candidates=cands)
+    c = Trainer(TrainConfig.from_dict(cfg), kg, device="cpu")
+    assert c.evaluate("valid") == evaluate_ogb(c.model.eval(), demo.valid[rows], cands["valid"]["head_neg"][rows],
+                                               cands["valid"]["tail_neg"][rows], "ogbl-biokg")
+    with pytest.raises(ConfigError, match="max_valid_triples"):
+        TrainConfig.from_dict({**cfg, "max_valid_triples": 0})
 
 
 def test_epoch_budget_and_inverse(demo, filt):

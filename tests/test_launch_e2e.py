@@ -164,3 +164,24 @@ def test_interrupted_run_resumes_without_losing_trials(tmp_path):
     assert summary["budget"]["used_s"] >= 60 and state["done"] and state["stage"] == 2 and state["sessions"] == 2
     assert final["start_s"].max() <= 60 + 0.05 * 60  # suggested before B, started within the grace
     assert (final[final.stage == 2]["start_s"] >= 30).all()
+
+
+@pytest.mark.slow
+def test_stage2_starts_from_stage1_rows_and_spends_the_whole_trial_budget(tmp_path):
+    """Issue 21: the stage-2 forest starts from every stage-1 row (summary.json stage2.prior_observations), and
+    a trial budget larger than stage 2's candidates (top_k=2: 8 on the demo) is spent by exploring, not ended."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(_cmd(run_dir, "cluster.num_gpus=4", "budget=trials", "budget.trials=22", "search.top_k=2",
+                               "trial.stage1.max_steps=50", "trial.stage2.max_steps=50", "trial.stage2.valid_every=25"),
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    df = pd.read_parquet(run_dir / "trials.parquet")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    s1, s2 = df[df.stage == 1], df[df.stage == 2]
+    assert len(df) == 22 and len(s1) == 11 and len(s2) == 11
+    assert summary["stage2"]["start"] == "warm" and summary["stage2"]["prior_observations"] == 11
+    assert summary["stage2_candidates"] == 8 and summary["stage2"]["explored_trials"] == 3
+    assert "all 8 stage-2 candidates proposed" in proc.stdout and "explores the decoupled space" in proc.stdout
+    # the explored trials are stage-2 sized, on the full graph
+    assert set(s2["batch_size"]) <= EXPAND["batch_size"] and set(s2["dim"]) <= EXPAND["dim"]
+    assert set(s2["graph"]) == {"demo"}

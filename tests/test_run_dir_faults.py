@@ -216,9 +216,11 @@ def test_a_tune_experiment_that_tune_cannot_restore_is_refused_before_tune_saves
 
 # ---------------------------------------------------------------------------------------------- 7. crash
 def test_rows_recorded_after_tunes_last_snapshot_are_reconciled_on_resume(finished_run, tmp_path):
-    """A driver killed after trials.parquet/kgtuner_state.json got ahead of Tune's saved experiment: the
-    resume keeps only rows of trials the restored Tune knows as finished and takes the budget used
-    from the snapshot saved with Tune's, so nothing is counted twice; it then finishes (no loop)."""
+    """A driver killed after trials.parquet/kgtuner_state.json got ahead of Tune's saved experiment: the rows
+    of trials the saved searcher never saw finish are kept (issue 26: they are finished trials with their
+    results), handed to the restored searcher and counted once; the budget used comes from the snapshot
+    saved with Tune's and the kept rows' ends, not from the state file's later clock; the resume then
+    finishes (no loop)."""
     from kgtuner.tune.coordinator import Coordinator
 
     run_dir = _copy(finished_run, tmp_path)
@@ -232,19 +234,19 @@ def test_rows_recorded_after_tunes_last_snapshot_are_reconciled_on_resume(finish
     coordinator = Coordinator(_settings(*TINY, "resume=true"), run_dir)
     try:
         coordinator.reconcile_with_tune()
-        assert sorted(coordinator.store.frame()["trial_id"]) == sorted(rows["trial_id"])
+        assert sorted(coordinator.store.frame()["trial_id"]) == sorted([*rows["trial_id"], "ghost001"])
         assert coordinator.state["elapsed_s"] <= state["elapsed_s"] + 1e-6 and coordinator._restored_finished
     finally:
         coordinator.close()
-    assert "ghost001" not in set(pd.read_parquet(run_dir / "trials.parquet")["trial_id"])
+    assert "ghost001" in set(pd.read_parquet(run_dir / "trials.parquet")["trial_id"])
 
     (run_dir / STATE_FILE).write_text(json.dumps(ahead))
     pd.concat([rows, ghost]).to_parquet(run_dir / "trials.parquet", index=False)
     proc = _launch(run_dir, *TINY, "resume=true")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "dropped" in proc.stdout and "ghost001" in proc.stdout
+    assert "their rows are kept" in proc.stdout and "ghost001" in proc.stdout and "dropped" not in proc.stdout
     final = pd.read_parquet(run_dir / "trials.parquet")
-    assert sorted(final["trial_id"]) == sorted(rows["trial_id"]) and final["trial_index"].is_unique
+    assert sorted(final["trial_id"]) == sorted([*rows["trial_id"], "ghost001"]) and final["trial_index"].is_unique
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["budget"]["used_s"] < state["elapsed_s"] + 1.0  # the 100 s the state file had ahead: not counted
 
@@ -304,10 +306,12 @@ def test_kill_9_then_resume_records_each_trial_once(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+    before = pd.read_parquet(run_dir / "trials.parquet")
     resumed = _launch(run_dir, *args, "resume=true")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     final = pd.read_parquet(run_dir / "trials.parquet")
     assert final["trial_id"].is_unique and final["trial_index"].is_unique
+    assert set(before["trial_id"]) <= set(final["trial_id"])  # every finished row kept (issue 26)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert 20 <= summary["budget"]["used_s"] <= 20 * 1.05 + 3.0
 

@@ -71,9 +71,18 @@ def test_stage2_searcher_over_expanded_top_configs():
     top = [dec.sample(i) for i in range(10)]
     cands = stage2_candidates(dec, top, top_k=10)
     assert len(cands) == 40 and all(c["dim"] in (200, 500) and c["batch_size"] in (512, 1024) for c in cands)
-    s = make_stage2_searcher(_conf("kgtuner"), cands, space=dec, max_concurrent=8, seed=0)
-    got = simulate(s, lambda c: c["dim"] / 1000 + c["lr"], 100, n_workers=8, metric="valid_mrr")
+    conf = _conf("kgtuner")
+    finish = make_stage2_searcher({**conf, "stage2_searcher": {**conf["stage2_searcher"], "exhausted": "finish"}},
+                                  cands, space=dec, max_concurrent=8, seed=0)
+    got = simulate(finish, lambda c: c["dim"] / 1000 + c["lr"], 100, n_workers=8, metric="valid_mrr")
     assert len(got) == 40  # each candidate exactly once, then FINISHED
+    # conf/search/kgtuner.yaml's default: the candidates once each, then RF+BORE over the stage-2 space
+    explore = make_stage2_searcher(conf, cands, space=dec, max_concurrent=8, seed=0)
+    seen = []
+    simulate(explore, lambda c: seen.append(c) or c["dim"] / 1000 + c["lr"], 60, n_workers=8, metric="valid_mrr")
+    assert len(seen) == 60 and explore.candidates_left == 0
+    assert sum(c in cands for c in seen) == 40
+    assert all(dec.stage2_space().contains(c) for c in seen if c not in cands)
 
 
 @pytest.mark.slow
@@ -128,3 +137,44 @@ def test_stage2_candidates_try_every_top_config_first_with_rotating_sizes():
                              cands, space=dec, max_concurrent=1, seed=3)
     got = [s.suggest(f"t{i}") for i in range(1)]
     assert got[0] == cands[0]
+
+
+PAPER_WN18RR_COMPLEX = {"negatives": 32, "loss": "BCE_mean", "regularizer": "NUC", "reg_weight": 1.21e-3, "dropout": 0.28,
+                        "optimizer": "Adam", "lr": 6.08e-4, "initializer": "xavier_uniform", "batch_size": 1024,
+                        "dim": 2000, "inverse": False}
+
+
+@pytest.mark.parametrize("kind", ["random", "rf_bore", "tpe"])
+def test_points_to_evaluate_come_first_then_the_search(kind):
+    space = load_space("full", model="complex")
+    second = {**PAPER_WN18RR_COMPLEX, "lr": 1e-3, "dropout": 0.1}
+    s = make_searcher({"name": kind}, space, seed=0, kind=kind, max_concurrent=4,
+                      points_to_evaluate=[PAPER_WN18RR_COMPLEX, second])
+    got = [s.suggest(f"t{i}") for i in range(3)]
+    assert got[0] == PAPER_WN18RR_COMPLEX and got[1] == second
+    assert got[2] not in (PAPER_WN18RR_COMPLEX, second) and space.contains(got[2])
+
+
+@pytest.mark.parametrize("point, message", [
+    ({**PAPER_WN18RR_COMPLEX, "lrr": 0.1}, r"points_to_evaluate\[0\]: 'lrr' is not a hyper-parameter .*did you mean 'lr'"),
+    ({**PAPER_WN18RR_COMPLEX, "lr": 5.0}, r"points_to_evaluate\[0\]: lr=5.0 is outside its domain"),
+    ({**PAPER_WN18RR_COMPLEX, "gamma": 3.0}, r"points_to_evaluate\[0\]: 'gamma' is inactive here .*loss in \['MR'\]"),
+    ({k: v for k, v in PAPER_WN18RR_COMPLEX.items() if k != "reg_weight"}, r"'reg_weight' is missing"),
+    ({**PAPER_WN18RR_COMPLEX, "negatives": "1VsAll", "loss": "MR", "gamma": 2.0}, r"combination .* is excluded"),
+])
+def test_points_to_evaluate_outside_the_space_are_one_clear_error(point, message):
+    space = load_space("full", model="complex")
+    for kind in ("rf_bore", "tpe"):
+        with pytest.raises(ConfigError, match=message):
+            make_searcher({"name": kind}, space, seed=0, kind=kind, points_to_evaluate=[point])
+
+
+def test_points_to_evaluate_survive_save_and_restore(tmp_path):
+    space = load_space("full", model="complex")
+    second = {**PAPER_WN18RR_COMPLEX, "lr": 1e-3}
+    s = make_searcher({"name": "rf_bore"}, space, seed=0, kind="rf_bore", points_to_evaluate=[PAPER_WN18RR_COMPLEX, second])
+    assert s.suggest("a") == PAPER_WN18RR_COMPLEX
+    s.save(str(tmp_path / "state"))
+    fresh = make_searcher({"name": "rf_bore"}, space, seed=0, kind="rf_bore")
+    fresh.restore(str(tmp_path / "state"))
+    assert fresh.suggest("b") == second

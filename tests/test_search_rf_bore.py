@@ -138,9 +138,100 @@ def test_finite_candidate_mode_exhausts_without_repeats():
         got.append(cfg)
     assert len(got) == len(cands) == 20
     assert all(g in cands for g in got) and len({_key(g) for g in got}) == 20
-    # the forest, not the list order, picks: a different seed gives a different order
-    s2 = RFBORESearcher(None, metric="valid_mrr", mode="max", candidates=cands, seed=1, **FAST)
-    assert [s2.suggest(str(i)) for i in range(20)] != got
+    assert s.candidates_left == 0 and s.suggest("after") == Searcher.FINISHED  # exhausted="finish" (default)
+
+
+def _region_case(seed: int):
+    """Stage-1 rows that clearly favour loss=CE (subgraph MRR ~0.4 against ~0.1, a few failures), and 10
+    top configurations, the 5 without CE listed first, expanded to 40 stage-2 candidates."""
+    dec = load_space("decoupled", model="complex")
+    rng = np.random.default_rng(100 + seed)
+    prior = []
+    for i in range(80):
+        cfg = dec.sample(rng)
+        if i % 13 == 0:
+            prior.append((cfg, None, None))  # failed
+        else:
+            prior.append((cfg, (0.4 if cfg["loss"] == "CE" else 0.1) + 0.02 * rng.random(), None))
+    pool = [dec.sample(rng) for _ in range(400)]
+    good = [c for c in pool if c["loss"] == "CE"][:5]
+    bad = [c for c in pool if c["loss"] != "CE"][:5]
+    cands = [c for cfg in bad + good for c in dec.expand_stage2(cfg)]
+    return dec, prior, cands
+
+
+def _first_stage2_picks(seed: int, n: int = 4) -> list[dict]:
+    from kgtuner.search import make_stage2_searcher
+
+    dec, prior, cands = _region_case(seed)
+    s = make_stage2_searcher({"name": "kgtuner", "stage2_searcher": {**FAST, "initial": "ordered"}}, cands,
+                             space=dec, max_concurrent=n, seed=seed)
+    assert s.add_prior_observations(prior, "stage1") == len(prior)
+    assert s.n_prior == 80
+    return [s.suggest(f"t{i}") for i in range(n)]
+
+
+def test_warm_started_forest_picks_the_favoured_region_from_the_first_suggestion():
+    """The stage-2 forest fitted on stage-1 rows (different sizes, labelled among themselves) ranks the
+    candidates before any stage-2 result: its first 4 suggestions (the whole forest, then Thompson draws
+    for the pending ones) are all loss=CE, although the candidates list the others first."""
+    for seed in range(4):
+        picks = _first_stage2_picks(seed)
+        assert [p["loss"] for p in picks] == ["CE"] * 4, (seed, picks)
+        assert all(p["batch_size"] in (512, 1024) and p["dim"] in (1000, 2000) for p in picks)
+
+
+def test_region_test_fails_when_the_forest_predicts_noise(monkeypatch):
+    """The test above depends on the forest: with its predictions replaced by random numbers the first
+    suggestions are not all from the favoured region in at least one of the seeds."""
+    from kgtuner.search.forest import RollingForest
+
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(RollingForest, "predict", lambda self, X, weights=None: rng.random(len(X)))
+    assert any([p["loss"] for p in _first_stage2_picks(seed)] != ["CE"] * 4 for seed in range(4))
+
+
+def test_prior_labels_are_computed_within_each_group():
+    """Two groups on different MRR scales: the top quarter of *each* is class 1 (not the top quarter of
+    the union, which would be all of the high-scale group)."""
+    dec = load_space("decoupled", model="complex")
+    s = RFBORESearcher(dec.stage2_space(), metric="valid_mrr", mode="max", seed=0, **FAST)
+    rng = np.random.default_rng(0)
+    low = [(dec.sample(rng), 0.01 + 0.001 * i, None) for i in range(8)]
+    high = [(dec.sample(rng), 0.5 + 0.001 * i, None) for i in range(8)]
+    assert s.add_prior_observations(low, "subgraph") + s.add_prior_observations(high, "full") == 16
+    labels = s.prior_labels()
+    assert labels.tolist() == [0] * 6 + [1] * 2 + [0] * 6 + [1] * 2
+    # a row outside the space (an unknown loss) is dropped and counted; sizes outside it are kept
+    odd = {**dec.sample(rng), "loss": "Huber"}
+    small = {**dec.sample(rng), "batch_size": 64, "dim": 32}
+    assert s.add_prior_observations([(odd, 0.3, None), (small, 0.3, None)], "other") == 1
+    assert s.prior_dropped == {"other": 1}
+    # the state round-trips the priors
+    other = RFBORESearcher(dec.stage2_space(), metric="valid_mrr", mode="max", seed=0, **FAST)
+    other.set_state(s.get_state())
+    assert other.n_prior == 17 and other.prior_labels().tolist() == s.prior_labels().tolist()
+
+
+def test_exhausted_candidates_explore_the_space_with_the_same_forest():
+    from kgtuner.search import make_stage2_searcher
+
+    dec, prior, cands = _region_case(0)
+    cands = cands[:8]
+    s = make_stage2_searcher({"name": "kgtuner", "stage2_searcher": FAST}, cands, space=dec, max_concurrent=2, seed=0)
+    s.add_prior_observations(prior, "stage1")
+    got = []
+    for i in range(14):
+        cfg = s.suggest(f"t{i}")
+        assert cfg is not None and cfg != Searcher.FINISHED
+        got.append(cfg)
+        s.on_trial_complete(f"t{i}", {"valid_mrr": 0.3 if cfg["loss"] == "CE" else 0.05})
+    assert all(g in cands for g in got[:8]) and s.candidates_left == 0
+    explored = got[8:]
+    assert not any(g in cands for g in explored)
+    assert all(dec.stage2_space().contains(g) for g in explored)
+    assert len({_key(g) for g in got}) == 14
+    assert sum(g["loss"] == "CE" for g in explored) >= 4  # the forest, trained on both fidelities, still leads
 
 
 def test_ray_param_space_via_set_search_properties():
@@ -278,3 +369,20 @@ def test_evolution_offspring_are_valid_and_mix_their_parents():
     mixed = [c for c in map(space.to_config, crosses)
              if any(c.get(k) == a.get(k) != b.get(k) for k in c) and any(c.get(k) == b.get(k) != a.get(k) for k in c)]
     assert len(mixed) > 100  # uniform crossover takes some parameters from each parent
+
+
+def test_same_fidelity_priors_are_not_proposed_again():
+    """Rows of an earlier run at this search's fidelity: their configurations (and their near-duplicates) are
+    never suggested again; in finite-candidate mode those candidates count as used."""
+    dec = load_space("decoupled", model="complex")
+    rng = np.random.default_rng(0)
+    earlier = [(dec.sample(rng), 0.1 + 0.01 * i, None) for i in range(20)]
+    s = RFBORESearcher(dec, metric="valid_mrr", mode="max", seed=0, **FAST)
+    s.add_prior_observations(earlier, "earlier run", same_fidelity=True)
+    got = [s.suggest(f"t{i}") for i in range(30)]
+    assert not any(g == c for g in got for c, _, _ in earlier)
+    cands = [c for c, _, _ in earlier[:5]] + [dec.sample(rng) for _ in range(3)]
+    f = RFBORESearcher(dec, metric="valid_mrr", mode="max", seed=0, candidates=cands, **FAST)
+    f.add_prior_observations(earlier, "earlier run", same_fidelity=True)
+    assert f.candidates_left == 3
+    assert [f.suggest(str(i)) in cands[5:] for i in range(3)] == [True] * 3 and f.suggest("x") == Searcher.FINISHED

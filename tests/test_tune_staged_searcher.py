@@ -165,3 +165,75 @@ def test_state_holds_every_field(live, space):
     t.set_state(state_io.roundtrip(s.get_state()))
     assert set(vars(t)) == set(vars(s)) and t.extra_field == {"added": "later"}
     assert t.running == {"a"} and t.index == 1
+
+
+def _run_stage1(s, n, value, fail_every=0):
+    """Suggest and complete ``n`` stage-1 trials, ``value(cfg)`` their MRR (every ``fail_every``-th fails)."""
+    cfgs = {}
+    for i in range(n):
+        cfgs[f"t{i}"] = s.suggest(f"t{i}")
+        assert cfgs[f"t{i}"]["stage"] == 1
+        if fail_every and i % fail_every == 0:
+            s.on_trial_complete(f"t{i}", None, error=True)
+        else:
+            s.on_trial_complete(f"t{i}", {"valid_mrr": value(cfgs[f"t{i}"]), "trial_status": "ok"})
+    return cfgs
+
+
+def test_stage2_forest_starts_from_every_stage1_row(live, space):
+    """At the switch the stage-2 forest holds all stage-1 rows, failures included, and the first stage-2
+    suggestion is its argmax over the candidates (not the candidates' list order)."""
+    s = _searcher(space, top_k=4, max_concurrent=1, stage1_trials=30, stage2_trials=50)
+    _run_stage1(s, 30, lambda c: 0.4 if c["loss"] == "CE" else 0.05 + c["lr"], fail_every=7)
+    first = s.suggest("s0")
+    assert first["stage"] == 2
+    switched = live.of(events.StageSwitched)[0]
+    assert switched.prior_observations == 30 == s.prior_observations == s.inner2.n_prior
+    cand_rows = s.inner2.space.to_array(s.candidates)
+    best = s.candidates[int(s.inner2.acquisition(cand_rows).argmax())]
+    assert _strip(first) == _strip(best) and first["batch_size"] == best["batch_size"]
+
+
+def test_ordered_start_keeps_a_fresh_forest(live, space):
+    s = _searcher(space, top_k=4, max_concurrent=1, stage1_trials=12, stage2_trials=5, warm_start=False)
+    _run_stage1(s, 12, lambda c: c["lr"])
+    first = s.suggest("s0")
+    assert s.inner2.n_prior == 0 and s.prior_observations == 0
+    assert {k: v for k, v in first.items() if k not in ("stage", "trial_index")} in s.candidates
+    assert live.of(events.StageSwitched)[0].prior_observations == 0
+
+
+def test_stage1_trial_ending_after_the_switch_joins_the_stage2_forest(live, space):
+    s = _searcher(space, top_k=2, max_concurrent=2, stage1_end_s=10, end_s=100, grace_s=1.0)
+    s.suggest("a"), s.suggest("b")
+    s.on_trial_complete("a", {"valid_mrr": 0.3})
+    s.on_trial_result("b", {"valid_mrr": 0.1})
+    live.timer.t = 10.5
+    assert s.suggest("c") is None  # the switch waits for b, at most the grace
+    live.timer.t = 12.0
+    assert s.suggest("c")["stage"] == 2 and s.prior_observations == 1
+    s.on_trial_complete("b", {"valid_mrr": 0.2})
+    assert s.prior_observations == 2 == s.inner2.n_prior
+    assert live.of(events.PriorObservationsAdded)[-1].total == 2
+
+
+def test_stage2_explores_when_the_candidates_run_out(live, space):
+    """With budget left after the last candidate, stage 2 goes on over the space at stage-2 sizes."""
+    s = _searcher(space, top_k=2, max_concurrent=1, stage1_trials=6, stage2_trials=14)
+    _run_stage1(s, 6, lambda c: c["lr"])
+    got = []
+    for i in range(14):
+        cfg = s.suggest(f"s{i}")
+        assert cfg not in (None, Searcher.FINISHED), i
+        got.append(cfg)
+        s.on_trial_complete(f"s{i}", {"valid_mrr": 0.1 + 0.01 * i})
+    n = len(s.candidates)
+    assert n == 8 and all({k: v for k, v in g.items() if k not in ("stage", "trial_index")} in s.candidates
+                          for g in got[:n])
+    exhausted = live.of(events.CandidatesExhausted)
+    assert len(exhausted) == 1 and exhausted[0].candidates == n and exhausted[0].first_index == 6 + n
+    stage2 = space.stage2_space()
+    for g in got[n:]:
+        cfg = {k: v for k, v in g.items() if k not in ("stage", "trial_index")}
+        assert cfg not in s.candidates and stage2.contains(cfg) and g["stage"] == 2
+    assert s.suggest("last") == Searcher.FINISHED  # the trial budget, not the candidates, ends it

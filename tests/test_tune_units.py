@@ -91,6 +91,8 @@ def test_settings_accepts_the_defaults():
     ("trial.gpus", -1, "trial.gpus"),
     ("trial.cpus", 0, "trial.cpus"),
     ("trial.stage1.max_steps", 0, "trial.stage1.max_steps"),
+    ("trial.stage1.max_valid_triples", 0, "trial.stage1.max_valid_triples"),
+    ("trial.stage2.max_valid_triples", "all", "trial.stage2.max_valid_triples"),
     ("final.seeds", -2, "final.seeds"),
     ("cluster.num_gpus", -8, "cluster.num_gpus"),
     ("trial.inject_failures", ["x"], "inject_failures"),

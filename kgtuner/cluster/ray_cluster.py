@@ -5,6 +5,10 @@
 mode: its RPC ports and its unauthenticated Prometheus endpoints listen on 127.0.0.1) whose dashboard
 binds to 127.0.0.1 unless the user explicitly asks for another host. Ray 2.60's token authentication for the dashboard
 and the Jobs API stays on; the printed banner says where the token is and how to pass it.
+
+A local Ray's processes are started with SIGTERM blocked (a stop signal sent to every process of the job
+reaches the driver only, which stops the search cleanly and then ends Ray) and end with the driver however it
+ends (a watcher process SIGKILLs what is left of them, the raylet's agents included, once the driver is gone).
 """
 
 from __future__ import annotations
@@ -275,7 +279,8 @@ def connect_ray(cluster_cfg: Mapping[str, Any] | None = None, *, quiet: bool = T
         print_banner: print the dashboard URL and how to authenticate to stdout.
 
     If Ray is already initialised in this process it is reused as is. Token authentication is left
-    as Ray 2.60 sets it (on by default); nothing here turns it off.
+    as Ray 2.60 sets it (on by default); nothing here turns it off. A local start's processes ignore a
+    SIGTERM sent to the whole job and end with this process (see the module docstring).
     """
     import ray
 
@@ -344,6 +349,118 @@ def _loopback_node():
             os.environ[_SINGLE_MACHINE_ENV] = before_env
 
 
+@contextlib.contextmanager
+def _stop_signals_left_to_driver():
+    """Start Ray's processes with SIGTERM blocked, as Ray itself starts them with SIGINT blocked.
+
+    Schedulers and supervisors stop a job by signalling every process of it at once (``timeout`` on a
+    process group, Slurm's ``scancel``, ``kill -TERM -PGID``). Ray's processes would then end while the
+    driver is still saving the search, and the driver's Ray core worker ends the driver's own process the
+    moment the raylet is gone, before anything was saved. A signal mask is inherited by child processes
+    (and theirs: the raylet's agents and workers), so with SIGTERM blocked while ``ray.init`` starts them,
+    such a stop reaches the driver only: it stops the search cleanly (Tune's final checkpoint) and then
+    ends Ray itself (``ray.shutdown``: SIGKILL after a one-second grace per process). SIGKILL still ends
+    them, and they still end with the driver (Ray's parent-death signal; :func:`_start_reaper` for the
+    raylet's children)."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a SIGTERM that came meanwhile is delivered now
+
+
+#: Ends the processes of a local start once the driver is gone (see :func:`_start_reaper`).
+_REAPER_SCRIPT = r"""
+import os, signal, sys, threading
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a stop signal to the whole job: the driver stops Ray itself
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+sys.path.append(sys.argv[1])  # Ray's bundled psutil, if there is no other
+import psutil
+roots, known = {int(p) for p in sys.argv[2:]}, {}
+def scan():  # one pass over the process table: the roots and all their descendants
+    children, created = {}, {}
+    for p in psutil.process_iter(["ppid", "create_time"]):
+        children.setdefault(p.info["ppid"], []).append(p.pid)
+        created[p.pid] = p.info["create_time"]
+    todo, seen = [pid for pid in roots if pid in created], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        if created.get(pid) is not None:
+            known.setdefault(pid, created[pid])
+        todo.extend(children.get(pid, ()))
+gone = threading.Event()
+def wait_for_eof():
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    finally:
+        gone.set()
+threading.Thread(target=wait_for_eof, daemon=True).start()
+while not gone.wait(1.0):
+    scan()
+victims = []
+for pid, created in known.items():
+    try:
+        p = psutil.Process(pid)
+        if p.create_time() == created:
+            p.kill()
+            victims.append(p)
+    except psutil.Error:
+        pass
+psutil.wait_procs(victims, timeout=5)
+"""
+_REAPER = None
+
+
+def _start_reaper() -> None:
+    """Make every process of this local start end with the driver, however the driver ends.
+
+    Ray kills the processes the driver starts (GCS, raylet, dashboard, monitors) when the driver dies
+    (Linux parent-death signal), but not the raylet's own children: after a ``kill -9`` of the driver
+    its DashboardAgent and RuntimeEnvAgent lived about 60 s more (they find the raylet gone within two
+    seconds, then wait 60 s trying to report it to the dead GCS), with their errors still written to
+    the driver's output. This starts a small watcher process (it ignores SIGTERM/SIGINT, reads a pipe
+    from the driver, and notes the processes of this Ray -- its start's processes and all their
+    descendants -- every second); when the pipe closes (the driver ended, normally or killed) it
+    SIGKILLs those still alive (checked by start time, so a reused pid is never hit)."""
+    import subprocess
+
+    import ray
+
+    global _REAPER
+    _stop_reaper()
+    node = getattr(ray._private.worker, "_global_node", None)
+    roots = [str(info.process.pid) for infos in getattr(node, "all_processes", {}).values() for info in infos
+             if getattr(info, "process", None) is not None]
+    if not roots or not sys.platform.startswith("linux"):
+        return
+    bundled = str(Path(ray.__file__).parent / "thirdparty_files")
+    try:
+        _REAPER = subprocess.Popen([sys.executable, "-c", _REAPER_SCRIPT, bundled, *roots], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+    except OSError as exc:  # never a reason not to search
+        log.warning("could not start the watcher that ends Ray's processes with the driver: %s", exc)
+
+
+def _stop_reaper() -> None:
+    """Let the previous local start's watcher end (it kills what is left of that Ray)."""
+    global _REAPER
+    reaper, _REAPER = _REAPER, None
+    if reaper is not None and reaper.stdin is not None:
+        try:
+            reaper.stdin.close()
+        except OSError:
+            pass
+
+
 def _dashboard_port_lost(exc: BaseException, host: str, port: int) -> bool:
     """True when a failed local start lost its dashboard port to another process (a launch started at
     the same moment): Ray's own check (ValueError "already occupied"), or the dashboard could not bind
@@ -385,7 +502,7 @@ def _start_local(cfg: dict[str, Any], kwargs: dict[str, Any], attempts: int = 3)
                 log.warning(warning)
         try:
             # address="local": never attach to whatever cluster /tmp/ray/ray_current_cluster names.
-            with _loopback_node():
+            with _loopback_node(), _stop_signals_left_to_driver():
                 ray.init(address="local", num_cpus=cfg["num_cpus"], num_gpus=cfg["num_gpus"],
                          include_dashboard=cfg["include_dashboard"], dashboard_host=host,
                          dashboard_port=None if let_ray_pick else port, **kwargs)
@@ -405,6 +522,7 @@ def _start_local(cfg: dict[str, Any], kwargs: dict[str, Any], attempts: int = 3)
                 used = None
             if used is not None and used != port:
                 print(f"Ray dashboard port {port} is in use (another Ray on this machine?); using {used}.", flush=True)
+        _start_reaper()
         return
 
 

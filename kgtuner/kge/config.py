@@ -38,6 +38,10 @@ class TrainConfig:
     ``patience`` (validations without improvement of filtered valid MRR before early stop),
     ``lr_patience`` / ``lr_factor`` (learning rate multiplied by ``lr_factor`` after
     ``lr_patience`` stalled validations, as the reference's ReduceLROnPlateau; 0 disables),
+    ``max_valid_triples`` (None = every valid triple; else validation ranks a fixed sample of that
+    many valid triples, each as a head and a tail query, filtered by every true triple: the same
+    sample in every run on the same graph, drawn with ``kgtuner.kge.trainer.VALID_SAMPLE_SEED``, not
+    ``seed``; test metrics always use the whole test split),
     ``seed``, ``device`` (``auto`` = CUDA when present, else CPU), ``amp`` (bfloat16 autocast of the
     training step; meant for CUDA, also honoured on CPU), ``eval_batch_size`` (queries per
     evaluation batch; None = chosen by the evaluator to bound memory), ``type_constrained``
@@ -69,6 +73,7 @@ class TrainConfig:
     patience: int = 5
     lr_patience: int = 2
     lr_factor: float = 0.5
+    max_valid_triples: int | None = None
     seed: int = 0
     device: str = "auto"
     amp: bool = False
@@ -129,6 +134,8 @@ class TrainConfig:
         self.valid_every = number("valid_every", self.valid_every, integer=True, minimum=1)
         self.patience = number("patience", self.patience, integer=True, minimum=1)
         self.lr_patience = number("lr_patience", self.lr_patience, integer=True, minimum=0)
+        self.max_valid_triples = number("max_valid_triples", self.max_valid_triples, integer=True, minimum=1,
+                                        allow_none=True)
         self.seed = number("seed", self.seed, integer=True, minimum=0)
         self.eval_batch_size = number("eval_batch_size", self.eval_batch_size, integer=True, minimum=1,
                                       allow_none=True)

@@ -10,6 +10,10 @@ and finally computes test metrics for the best state. After every validation it 
 Statuses: ``"ok"`` (budget exhausted or early-stopped), ``"stopped"`` (callback), ``"diverged"``
 (non-finite or exploding loss, or NaN validation MRR: no metrics are reported).
 
+``max_valid_triples`` bounds the cost of a validation on a large graph (a stage-1 subgraph of
+ogbl-wikikg2 ranks every query against ~500k entities): validation then ranks a fixed sample of that
+many valid triples (:meth:`Trainer.valid_rows`; every true triple still filters), the test split stays whole.
+
 With sampled negatives a step is the *row step* (``Trainer._row_step``): each embedding table's rows
 of the batch (heads, tails, the shared negatives; relations) are gathered once, the loss and the
 regularizer are computed on them, and the row-sparse optimizers of :mod:`kgtuner.kge.optim` update
@@ -43,6 +47,8 @@ from kgtuner.kge.samplers import SAMPLERS, sampler_name
 #: A loss above this (or non-finite) ends the run as diverged.
 DIVERGED_LOSS = 1e10
 METRIC_KEYS = ("mrr", "hits@1", "hits@3", "hits@10")
+#: Seed of the validation sample of ``max_valid_triples`` (fixed: the same triples in every run and trial).
+VALID_SAMPLE_SEED = 20220522
 
 
 @dataclass
@@ -215,6 +221,7 @@ class Trainer:
         #: Merge duplicate rows with ``torch.unique`` (CPU) or keep them (no host sync; static shapes).
         self.dedup_rows = self.device.type == "cpu"
         self._objective = self._compiled_objective() if c.compile else self._rows_objective
+        self._valid_rows: np.ndarray | None = None  # the validation sample (max_valid_triples), drawn once
         # progress (everything below is checkpointed)
         self.step = 0
         self.epoch = 0
@@ -437,14 +444,20 @@ class Trainer:
 
         model = model or self.model
         triples = getattr(self.kg, split)
+        rows = self.valid_rows() if split == "valid" else None
+        if rows is not None:
+            triples = triples[rows]
         was_training = model.training
         model.eval()
         try:
             with torch.no_grad():
                 cands = getattr(self.kg, "candidates", None)
                 if cands and split in cands:
-                    return evaluation.evaluate_ogb(model, triples, cands[split]["head_neg"], cands[split]["tail_neg"],
-                                                   self.kg.name, batch_size=self.cfg.eval_batch_size)
+                    head, tail = cands[split]["head_neg"], cands[split]["tail_neg"]
+                    if rows is not None:
+                        head, tail = head[rows], tail[rows]
+                    return evaluation.evaluate_ogb(model, triples, head, tail, self.kg.name,
+                                                   batch_size=self.cfg.eval_batch_size)
                 if self.filter_index is None:
                     from kgtuner.data import FilterIndex
 
@@ -453,6 +466,18 @@ class Trainer:
                                                     batch_size=self.cfg.eval_batch_size)
         finally:
             model.train(was_training)
+
+    def valid_rows(self) -> np.ndarray | None:
+        """Rows of ``kg.valid`` that validation ranks: None for all of them, else the fixed sample of
+        ``max_valid_triples`` (seeded by :data:`VALID_SAMPLE_SEED`, so every run on this graph ranks
+        the same triples and their MRRs compare)."""
+        cap, n = self.cfg.max_valid_triples, len(self.kg.valid)
+        if cap is None or n <= cap:
+            return None
+        if self._valid_rows is None:
+            rng = np.random.default_rng(VALID_SAMPLE_SEED)
+            self._valid_rows = np.sort(rng.choice(n, size=cap, replace=False))
+        return self._valid_rows
 
     def _validate(self, final: bool = False) -> str:
         """Validate, update best state / patience / lr, call back; return a stop reason or ''."""

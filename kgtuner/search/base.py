@@ -73,14 +73,18 @@ class DataStateSearcher(Searcher):
 
 class SpaceSearcher(DataStateSearcher):
     """Base class. ``candidates`` switches to finite-candidate mode (each proposed once, then
-    ``Searcher.FINISHED``); ``min_distance`` is the near-duplicate tolerance (fraction of each
+    ``Searcher.FINISHED``, or proposals over the space when ``exhausted == "explore"``); ``min_distance`` is the near-duplicate tolerance (fraction of each
     continuous range, log scale for log parameters); ``max_concurrent`` caps pending trials
     (``suggest`` returns ``None`` at the cap). ``metric=None`` means Ray's metric if it gives one,
     else ``valid_mrr``."""
 
+    #: What follows the last candidate: ``"finish"`` (Searcher.FINISHED) or ``"explore"`` (the space).
+    exhausted = "finish"
+
     def __init__(self, space: Any = None, metric: str | None = None, mode: str | None = "max",
                  seed: int = 0, candidates: Sequence[Mapping[str, Any]] | None = None,
-                 max_concurrent: int | None = None, min_distance: float = 0.01):
+                 max_concurrent: int | None = None, min_distance: float = 0.01,
+                 points_to_evaluate: Sequence[Mapping[str, Any]] | None = None):
         if mode not in (None, "min", "max"):
             raise ConfigError(f"mode must be 'min' or 'max', got {mode!r}")
         max_concurrent = number("max_concurrent", max_concurrent, integer=True, minimum=1, allow_none=True)
@@ -94,6 +98,12 @@ class SpaceSearcher(DataStateSearcher):
         self._candidate_cfgs: list[dict] | None = None
         if candidates is not None:
             self._set_candidates(candidates)
+        self._points: list[dict] = []
+        if points_to_evaluate:
+            if self._space is None:
+                raise ConfigError("points_to_evaluate needs the searcher's space")
+            self._points = [self._space.check_config(p, f"search.points_to_evaluate[{i}]")
+                            for i, p in enumerate(points_to_evaluate)]
         self._reset_history()
 
     # -- state -------------------------------------------------------------------------------
@@ -105,6 +115,7 @@ class SpaceSearcher(DataStateSearcher):
         self._obs_rungs: list[int | None] = []  # None = fully trained (or failed); int = stopped early at this rung
         self._pending: dict[str, tuple[np.ndarray, dict, int]] = {}
         self._n_suggested = 0
+        self._points_done = 0  # points_to_evaluate suggested so far (they come first)
         if self._candidate_cfgs is not None:
             self._used = np.zeros(len(self._candidate_cfgs), dtype=bool)
 
@@ -121,6 +132,11 @@ class SpaceSearcher(DataStateSearcher):
     @property
     def space(self) -> SearchSpace | None:
         return self._space
+
+    @property
+    def candidates_left(self) -> int | None:
+        """Candidates not yet proposed (finite-candidate mode), else None."""
+        return None if self._candidate_cfgs is None else int((~self._used).sum())
 
     @property
     def n_observations(self) -> int:
@@ -159,6 +175,7 @@ class SpaceSearcher(DataStateSearcher):
             "obs_scores": list(self._obs_scores), "obs_rungs": list(self._obs_rungs),
             "pending": {k: (v[0].copy(), dict(v[1]), int(v[2])) for k, v in self._pending.items()},
             "n_suggested": self._n_suggested,
+            "points": [dict(p) for p in self._points], "points_done": self._points_done,
             "candidates": self._candidate_cfgs,
             "used": None if self._candidate_cfgs is None else self._used.copy(),
         }
@@ -188,6 +205,8 @@ class SpaceSearcher(DataStateSearcher):
         self._pending = {k: (np.asarray(v[0], dtype=np.float64).copy(), dict(v[1]), int(v[2]))
                          for k, v in state["pending"].items()}
         self._n_suggested = state["n_suggested"]
+        self._points = [dict(p) for p in state.get("points") or []]
+        self._points_done = int(state.get("points_done") or 0)
         if self._candidate_cfgs is not None:
             self._used = np.asarray(state["used"], dtype=bool).copy()
 
@@ -223,14 +242,26 @@ class SpaceSearcher(DataStateSearcher):
             raise RuntimeError(f"{type(self).__name__} needs a mode ('min' or 'max')")
         if self.max_concurrent is not None and len(self._pending) >= self.max_concurrent:
             return None
-        if self._candidate_cfgs is not None:
-            remaining = np.flatnonzero(~self._used)
-            if len(remaining) == 0:
-                return Searcher.FINISHED
+        remaining = None if self._candidate_cfgs is None else np.flatnonzero(~self._used)
+        if self._points_done < len(self._points):  # known configurations first (Ray Tune's points_to_evaluate)
+            cfg = dict(self._points[self._points_done])
+            self._points_done += 1
+            row, index = self._space.to_array([cfg])[0], -1
+            if self._candidate_cfgs is not None:
+                same = [i for i, c in enumerate(self._candidate_cfgs) if c == cfg]
+                if same:
+                    index = same[0]
+                    self._used[index] = True
+            self._pending[trial_id] = (row, cfg, index)
+            self._n_suggested += 1
+            return self._output(cfg)
+        if remaining is not None and len(remaining) == 0 and self.exhausted != "explore":
+            return Searcher.FINISHED
+        if remaining is not None and len(remaining):
             index = int(self._propose_index(remaining))
             self._used[index] = True
             row, cfg = self._cand_rows[index], dict(self._candidate_cfgs[index])
-        else:
+        else:  # the space (also once the candidates are exhausted, with ``exhausted="explore"``)
             index = -1
             row = self._propose_row()
             cfg = self._space.to_config(row)

@@ -19,7 +19,7 @@ from kgtuner.search.rf_bore import RFBORESearcher
 from kgtuner.search.space import SearchSpace
 from kgtuner.search.tpe import DataConcurrencyLimiter, make_tpe_searcher
 
-_RESERVED = {"space", "metric", "mode", "seed", "max_concurrent", "candidates"}
+_RESERVED = {"space", "metric", "mode", "seed", "max_concurrent", "candidates", "points_to_evaluate"}
 
 
 def _allowed(target: Callable) -> set[str]:
@@ -53,18 +53,18 @@ def check_searcher_keys(search_cfg: Mapping[str, Any], key: str, kind: str) -> N
     _kwargs(search_cfg, key, target)
 
 
-def _random(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
-    return RandomSearcher(space, metric, mode, seed=seed, max_concurrent=max_concurrent,
+def _random(cfg, space, metric, mode, max_concurrent, seed, points=None) -> Searcher:
+    return RandomSearcher(space, metric, mode, seed=seed, max_concurrent=max_concurrent, points_to_evaluate=points,
                           **_kwargs(cfg, "searcher", RandomSearcher.__init__))
 
 
-def _rf_bore(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
-    return RFBORESearcher(space, metric, mode, seed=seed, max_concurrent=max_concurrent,
+def _rf_bore(cfg, space, metric, mode, max_concurrent, seed, points=None) -> Searcher:
+    return RFBORESearcher(space, metric, mode, seed=seed, max_concurrent=max_concurrent, points_to_evaluate=points,
                           **_kwargs(cfg, "searcher", RFBORESearcher.__init__))
 
 
-def _tpe(cfg, space, metric, mode, max_concurrent, seed) -> Searcher:
-    searcher = make_tpe_searcher(space, metric, mode, seed=seed,
+def _tpe(cfg, space, metric, mode, max_concurrent, seed, points=None) -> Searcher:
+    searcher = make_tpe_searcher(space, metric, mode, seed=seed, points_to_evaluate=points,
                                  **_kwargs(cfg, "searcher", make_tpe_searcher))
     return DataConcurrencyLimiter(searcher, max_concurrent) if max_concurrent else searcher
 
@@ -81,25 +81,32 @@ SEARCHERS: dict[str, Callable[..., Searcher]] = {
 
 def make_searcher(search_cfg: Mapping[str, Any], space: SearchSpace | str, metric: str = "valid_mrr",
                   mode: str = "max", max_concurrent: int | None = None, seed: int = 0,
-                  kind: str | None = None) -> Searcher:
+                  kind: str | None = None, points_to_evaluate: Sequence[Mapping[str, Any]] | None = None) -> Searcher:
     """The Ray Tune searcher ``kind`` (default: ``search_cfg['name']``) over ``space`` (a space or its name),
     with ``search_cfg['searcher']`` as its keyword arguments. A search strategy names the searcher it wraps
-    (``kind``: ``random``, ``rf_bore``, ``tpe``), so a new strategy needs no entry here."""
+    (``kind``: ``random``, ``rf_bore``, ``tpe``), so a new strategy needs no entry here. ``points_to_evaluate``:
+    configurations suggested first, each checked against the space (ConfigError naming the entry and key)."""
     name = kind if kind is not None else search_cfg.get("name")
     if name not in SEARCHERS:
         raise ConfigError(f"unknown searcher {name!r}: choose one of {sorted(SEARCHERS)}")
-    return SEARCHERS[name](search_cfg, _as_space(space), metric, mode, max_concurrent, seed)
+    return SEARCHERS[name](search_cfg, _as_space(space), metric, mode, max_concurrent, seed,
+                           [dict(p) for p in points_to_evaluate] if points_to_evaluate else None)
 
 
 def make_stage2_searcher(search_cfg: Mapping[str, Any], candidates: Sequence[Mapping[str, Any]],
                          space: SearchSpace | None = None, metric: str = "valid_mrr", mode: str = "max",
                          max_concurrent: int | None = None, seed: int = 0) -> RFBORESearcher:
-    """KGTuner's stage-2 searcher: a fresh RF+BORE forest choosing among ``candidates`` (the
-    expanded top stage-1 configurations), each at most once. ``space`` is the decoupled space:
-    its ``stage2_space()`` encodes the candidates; without it the encoding is inferred."""
+    """KGTuner's stage-2 searcher: an RF+BORE forest choosing among ``candidates`` (the expanded top
+    stage-1 configurations), each at most once, then (``exhausted: explore``, the default) exploring
+    the space at stage-2 sizes. ``space`` is the decoupled space: its ``stage2_space()`` encodes the
+    candidates and is what is explored; without it the encoding is inferred and nothing is explored."""
     enc = space.stage2_space() if space is not None and space.stage2 is not None else space
+    kwargs = _kwargs(search_cfg, "stage2_searcher", RFBORESearcher.__init__)
+    if enc is None:
+        kwargs["exhausted"] = "finish"  # no space to explore beyond the candidates
+    kwargs.setdefault("exhausted", "explore")
     return RFBORESearcher(enc, metric, mode, seed=seed, candidates=candidates, max_concurrent=max_concurrent,
-                          **_kwargs(search_cfg, "stage2_searcher", RFBORESearcher.__init__))
+                          **kwargs)
 
 
 def stage2_candidates(space: SearchSpace, configs: Sequence[Mapping[str, Any]], top_k: int | None = None) -> list[dict]:

@@ -48,7 +48,13 @@ the best row.
 
 The first ``n_initial`` finished trials are random. In finite-candidate mode (``candidates=[...]``,
 KGTuner's stage 2) the forest scores the not-yet-proposed candidates instead and each candidate is
-proposed at most once; ``Searcher.FINISHED`` follows the last one.
+proposed at most once; ``Searcher.FINISHED`` follows the last one, or (``exhausted="explore"``, the
+reference's stage 2) RF+BORE goes on over the whole space with the same forest.
+
+Prior observations (:meth:`RFBORESearcher.add_prior_observations`, the reference's ``pretrain``)
+warm-start the forest with rows of another fidelity or run, labelled within their own group
+(``BORE_convert_batch_labels``): KGTuner's stage-2 forest starts from every stage-1 row, so it ranks
+the expanded candidates from the first stage-2 suggestion.
 """
 
 from __future__ import annotations
@@ -67,6 +73,24 @@ from kgtuner.validation import number
 PENDING_STRATEGIES = ("pseudo_negative", "exclude", "ignore")
 INITIAL_ORDERS = ("random", "ordered")
 BATCH_STRATEGIES = ("thompson", "none")
+EXHAUSTED_POLICIES = ("explore", "finish")
+#: Keys of a prior observation that may lie outside this searcher's values: the fidelity's sizes
+#: (stage-1 rows at batch 128 / dim 100 beside stage-2 candidates at 512-1024 / 1000-2000).
+FIDELITY_KEYS = ("batch_size", "dim")
+
+
+def bore_labels(scores: np.ndarray, low: np.ndarray, gamma: float) -> np.ndarray:
+    """BORE's classes of one group of observations: the best ``ceil(gamma * n)`` successful ones of
+    the ``n`` fully-trained or failed ones are 1; failures (NaN) and low-fidelity rows (``low``:
+    stopped early at a rung, outside ``n``) are 0."""
+    scores = np.asarray(scores, dtype=np.float64)
+    low = np.asarray(low, dtype=bool)
+    ok = np.flatnonzero(~np.isnan(scores) & ~low)
+    n1 = min(len(ok), max(1, math.ceil(gamma * int((~low).sum()))))
+    best = ok[np.argsort(-scores[ok], kind="stable")[:n1]]
+    y = np.zeros(len(scores), dtype=np.int64)
+    y[best] = 1
+    return y
 
 
 class RFBORESearcher(SpaceSearcher):
@@ -108,9 +132,15 @@ class RFBORESearcher(SpaceSearcher):
     initial : {"random", "ordered"}
         Finite-candidate mode only: the first ``n_initial`` suggestions are random candidates, or
         the candidates in the order given (KGTuner's stage 2: ``stage2_candidates`` lists every
-        top stage-1 configuration once, best first, before any second expansion).
+        top stage-1 configuration once, best first, before any second expansion). Not used once
+        prior observations are added: the forest then picks from the first suggestion.
+    exhausted : {"finish", "explore"}
+        Finite-candidate mode only: after the last candidate, ``Searcher.FINISHED``, or RF+BORE
+        over the whole ``space`` (KGTuner's stage 2: the decoupled space at stage-2 sizes).
     n_jobs : int
         Threads for the forest (scikit-learn ``n_jobs``).
+    points_to_evaluate : list of dict, optional
+        Configurations suggested first, in order (Ray Tune's name), each checked against the space.
     """
 
     def __init__(self, space: Any = None, metric: str | None = None, mode: str | None = "max",
@@ -120,12 +150,14 @@ class RFBORESearcher(SpaceSearcher):
                  batch: str = "thompson", thompson_trees: int = 20, pending: str = "exclude",
                  seed: int = 0, candidates: Sequence[Mapping[str, Any]] | None = None,
                  max_concurrent: int | None = None, min_distance: float = 0.01, n_jobs: int | None = 1,
-                 initial: str = "random"):
+                 initial: str = "random", exhausted: str = "finish",
+                 points_to_evaluate: Sequence[Mapping[str, Any]] | None = None):
         def whole(name: str, value: Any, minimum: int, allow_none: bool = False) -> int | None:
             return number(f"RFBORESearcher: {name}", value, integer=True, minimum=minimum, allow_none=allow_none)
 
         for name, value, options in (("batch", batch, BATCH_STRATEGIES), ("pending", pending, PENDING_STRATEGIES),
-                                     ("initial", initial, INITIAL_ORDERS)):
+                                     ("initial", initial, INITIAL_ORDERS),
+                                     ("exhausted", exhausted, EXHAUSTED_POLICIES)):
             if value not in options:
                 raise ConfigError(f"RFBORESearcher: {name} must be one of {options}, got {value!r}")
         self.n_initial = whole("n_initial", n_initial, 1, allow_none=True)
@@ -141,14 +173,88 @@ class RFBORESearcher(SpaceSearcher):
         self.thompson_trees = whole("thompson_trees", thompson_trees, 1)
         self.pending = pending
         self.initial = initial
+        self.exhausted = exhausted
         self._forest = RollingForest(n_trees, trees_per_fit, n_jobs=n_jobs)
-        super().__init__(space, metric, mode, seed, candidates, max_concurrent, min_distance)
+        super().__init__(space, metric, mode, seed, candidates, max_concurrent, min_distance, points_to_evaluate)
 
     def _reset_history(self) -> None:
         super()._reset_history()
         self._forest.reset()
         self._fit_key: tuple | None = None
         self._n_fits = 0
+        self._reset_priors()
+
+    def _reset_priors(self) -> None:
+        self._prior_X = np.empty((0, self._space.n_features if self._space is not None else 0))
+        self._prior_scores: list[float] = []   # higher is better; NaN = failed
+        self._prior_low: list[bool] = []       # stopped early at a rung (low-fidelity within its group)
+        self._prior_groups: list[str] = []     # label group (source and fidelity) of each prior row
+        self._prior_dropped: dict[str, int] = {}
+        self._prior_taken: list[np.ndarray] = []  # internal rows of same-fidelity priors: never proposed again
+
+    # -- prior observations --------------------------------------------------------------------
+    def add_prior_observations(self, observations, group: str, free: Sequence[str] = FIDELITY_KEYS,
+                               same_fidelity: bool = False) -> int:
+        """Warm-start the forest with observations made elsewhere: another fidelity (KGTuner's stage 1
+        on the subgraph at small sizes) or an earlier run, as the reference's ``RF_HPO.pretrain``.
+
+        ``observations``: ``(config, value, rung)`` triples -- ``value`` the metric (None: failed),
+        ``rung`` None for a fully-trained run, else the rung it was stopped at (ASHA: low-fidelity).
+        Their BORE labels are computed *within* ``group`` (its own top ``gamma``), never against this
+        searcher's own results or another group's, so MRR scales of different graphs or sizes are not
+        mixed. ``free`` keys may take values outside this space (the fidelity's sizes, raw features);
+        a configuration with any other value outside the space is dropped (counted in
+        :attr:`prior_dropped`). With priors the forest acts from the first suggestion (no random
+        ``n_initial``). ``same_fidelity``: the rows were measured as this search measures (same graph
+        and sizes), so their configurations are not proposed again (nor a near-duplicate, nor such a
+        candidate). Returns the number of rows kept."""
+        obs = list(observations)
+        if not obs:
+            return 0
+        X, kept = self._space.encode_foreign([o[0] for o in obs], free=free)
+        sign = 1.0 if self._mode != "min" else -1.0
+        for (cfg, value, rung), k in zip(obs, kept):
+            if not k:
+                continue
+            bad = value is None or not isinstance(value, (int, float)) or not math.isfinite(float(value))
+            self._prior_scores.append(math.nan if bad or rung is not None else sign * float(value))
+            self._prior_low.append(rung is not None and not bad)
+            self._prior_groups.append(str(group))
+        self._prior_X = np.vstack([self._prior_X.reshape(-1, X.shape[1]), X])
+        if same_fidelity:
+            for (cfg, _, _), k in zip(obs, kept):
+                if k and self._space.contains(cfg):
+                    self._prior_taken.append(self._space.to_array([cfg])[0])
+                    if self._candidate_cfgs is not None:
+                        for i, c in enumerate(self._candidate_cfgs):
+                            if c == dict(cfg):
+                                self._used[i] = True
+        dropped = int((~kept).sum())
+        if dropped:
+            self._prior_dropped[str(group)] = self._prior_dropped.get(str(group), 0) + dropped
+        self._forest.reset()  # the data changed: the next fit is a full one
+        self._fit_key = None
+        return int(kept.sum())
+
+    @property
+    def n_prior(self) -> int:
+        """Prior observations the forest is warm-started with."""
+        return len(self._prior_scores)
+
+    @property
+    def prior_dropped(self) -> dict[str, int]:
+        """Prior configurations dropped per group (outside this space)."""
+        return dict(self._prior_dropped)
+
+    def prior_labels(self) -> np.ndarray:
+        """BORE classes of the prior rows, each group labelled among its own rows."""
+        y = np.zeros(self.n_prior, dtype=np.int64)
+        groups = np.array(self._prior_groups, dtype=object)
+        scores, low = np.array(self._prior_scores, dtype=np.float64), np.array(self._prior_low, dtype=bool)
+        for g in dict.fromkeys(self._prior_groups):
+            idx = np.flatnonzero(groups == g)
+            y[idx] = bore_labels(scores[idx], low[idx], self.gamma)
+        return y
 
     @property
     def effective_n_initial(self) -> int:
@@ -158,29 +264,31 @@ class RFBORESearcher(SpaceSearcher):
     def _labels(self) -> np.ndarray:
         """Class 1 = the best ``ceil(gamma * n)`` successful trials of the ``n`` fully-trained or
         failed ones; failures and low-fidelity (early-stopped) trials are 0, the latter outside ``n``."""
-        scores = np.array(self._obs_scores, dtype=np.float64)
-        low = self._low_mask()
-        ok = np.flatnonzero(~np.isnan(scores) & ~low)
-        n1 = min(len(ok), max(1, math.ceil(self.gamma * int((~low).sum()))))
-        best = ok[np.argsort(-scores[ok], kind="stable")[:n1]]
-        y = np.zeros(len(scores), dtype=np.int64)
-        y[best] = 1
-        return y
+        if not self._obs_scores:
+            return np.zeros(0, dtype=np.int64)
+        return bore_labels(np.array(self._obs_scores, dtype=np.float64), self._low_mask(), self.gamma)
 
     def _model_ready(self) -> bool:
-        """Enough finished trials (low-fidelity ones count) and at least one successful fully-trained one."""
+        """Enough finished trials (low-fidelity ones count) and at least one successful fully-trained
+        one; with prior observations, as soon as the labels hold both classes (the first suggestion)."""
         n = len(self._obs_scores)
+        if self.n_prior:
+            y = np.concatenate([self.prior_labels(), self._labels()])
+            return len(y) >= 2 and 0 < int(y.sum()) < len(y)
         return n >= self.effective_n_initial and n >= 2 and not all(math.isnan(s) for s in self._obs_scores)
 
     def _fit(self) -> np.ndarray:
         """(Re)fit the forest when the data changed; returns the labels of the finished trials."""
         y_obs = self._labels()
         use_pending = self.pending == "pseudo_negative"
-        key = (len(self._obs_scores), tuple(self._pending) if use_pending else ())
+        key = (self.n_prior, len(self._obs_scores), tuple(self._pending) if use_pending else ())
         if key != self._fit_key or not self._forest.fitted:
             rows = list(self._obs_rows) + ([v[0] for v in self._pending.values()] if use_pending else [])
-            X = self._space.encode_array(np.array(rows))
+            X = self._space.encode_array(np.array(rows).reshape(len(rows), len(self._space)))
             y = np.concatenate([y_obs, np.zeros(len(rows) - len(y_obs), dtype=np.int64)])
+            if self.n_prior:
+                X = np.vstack([self._prior_X, X])
+                y = np.concatenate([self.prior_labels(), y])
             seed = int(np.random.SeedSequence([self.seed, self._n_fits]).generate_state(1)[0] % (2**31 - 1))
             self._forest.update(X, y, seed)
             self._n_fits += 1
@@ -201,6 +309,10 @@ class RFBORESearcher(SpaceSearcher):
         w = np.zeros(n)
         w[self._rng.choice(n, size=self.thompson_trees, replace=False)] = 1.0 / self.thompson_trees
         return w
+
+    def _taken_rows(self, include_pending: bool = True) -> np.ndarray:
+        rows = super()._taken_rows(include_pending)
+        return np.vstack([rows, np.array(self._prior_taken)]) if self._prior_taken else rows
 
     def _good_rows(self, y_obs: np.ndarray) -> np.ndarray:
         """Internal rows of the class-1 observations (parents of the evolutionary refinement)."""
@@ -238,11 +350,24 @@ class RFBORESearcher(SpaceSearcher):
     def get_state(self) -> dict:
         state = super().get_state()
         state.update(forest=self._forest.get_state(), fit_key=self._fit_key, n_fits=self._n_fits,
-                     n_initial=self.n_initial, gamma=self.gamma)
+                     n_initial=self.n_initial, gamma=self.gamma, exhausted=self.exhausted,
+                     prior_X=self._prior_X.copy(), prior_scores=list(self._prior_scores),
+                     prior_low=list(self._prior_low), prior_groups=list(self._prior_groups),
+                     prior_dropped=dict(self._prior_dropped), prior_taken=[r.copy() for r in self._prior_taken])
         return state
 
     def set_state(self, state: dict) -> None:
         super().set_state(state)
         self.n_initial, self.gamma = state["n_initial"], state["gamma"]
+        self.exhausted = state.get("exhausted", self.exhausted)
+        if state.get("prior_scores"):
+            self._prior_X = np.asarray(state["prior_X"], dtype=np.float64).copy()
+            self._prior_scores = [float(v) for v in state["prior_scores"]]
+            self._prior_low = [bool(v) for v in state["prior_low"]]
+            self._prior_groups = [str(v) for v in state["prior_groups"]]
+            self._prior_dropped = {str(k): int(v) for k, v in (state.get("prior_dropped") or {}).items()}
+            self._prior_taken = [np.asarray(r, dtype=np.float64).copy() for r in state.get("prior_taken") or []]
         self._forest.set_state(state["forest"])
         self._fit_key, self._n_fits = state["fit_key"], state["n_fits"]
+        if isinstance(self._fit_key, list):  # JSON: tuples come back as lists
+            self._fit_key = tuple(tuple(k) if isinstance(k, list) else k for k in self._fit_key)

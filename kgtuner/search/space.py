@@ -248,6 +248,37 @@ class SearchSpace:
                 return False
         return not self.excluded(X)[0]
 
+    def check_config(self, cfg: Mapping[str, Any], where: str = "configuration") -> dict:
+        """``cfg`` if it is a configuration of this space, else a ConfigError naming ``where``, the key
+        and what is wrong (unknown key with the nearest valid one, value outside its domain, missing
+        active key, key inactive under the conditions, excluded combination with its reason)."""
+        import difflib
+
+        if not isinstance(cfg, Mapping):
+            raise ConfigError(f"{where} must be a mapping of hyper-parameters, got {cfg!r}")
+        cfg = dict(cfg)
+        for key in cfg:
+            if key not in self._col:
+                close = difflib.get_close_matches(str(key), self.names, n=1, cutoff=0.6)
+                hint = f"did you mean '{close[0]}'?" if close else f"the space's keys are {', '.join(self.names)}"
+                raise ConfigError(f"{where}: '{key}' is not a hyper-parameter of the space {self.name}; {hint}")
+        for p in self.params:
+            if p.name in cfg and p.to_internal(cfg[p.name]) is None:
+                raise ConfigError(f"{where}: {p.name}={cfg[p.name]!r} is outside its domain {p.describe()}")
+        X = self.to_array([cfg])
+        for j, p in enumerate(self.params):
+            active = bool(self._active_col(X, j)[0])
+            if active and np.isnan(X[0, j]):
+                raise ConfigError(f"{where}: '{p.name}' is missing (active here; its domain is {p.describe()})")
+            if not active and not np.isnan(X[0, j]):
+                when = ", ".join(f"{c.parent} in {list(c.values)}" for c in p.conditions)
+                raise ConfigError(f"{where}: '{p.name}' is inactive here (only used when {when}); remove it")
+        for ex, rules in zip(self.exclusions, self._excl_idx):
+            if all(np.isin(X[0, j], allowed) for j, allowed in rules):
+                raise ConfigError(f"{where}: the combination {dict(ex.when)} is excluded from the space"
+                                  + (f" ({ex.reason})" if ex.reason else ""))
+        return cfg
+
     def encode_array(self, X: np.ndarray) -> np.ndarray:
         """Model features of internal rows (see ``encode``)."""
         if len(X) == 0:
@@ -262,6 +293,53 @@ class SearchSpace:
 
     def feature_names(self) -> list[str]:
         return [n for p in self.params for n in p.feature_names()]
+
+    def encode_foreign(self, cfgs: Iterable[Mapping[str, Any]],
+                       free: Iterable[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """Features of configurations recorded elsewhere (another stage, fidelity or run).
+
+        A key in ``free`` (e.g. ``batch_size``, ``dim``: the fidelity's sizes) may hold any finite
+        number outside its declared values; it becomes the raw number feature that the parameter's
+        own values get (numeric choices raw, ranges on their scale), so stage-1 rows at batch 128 sit
+        beside stage-2 candidates at 512 on the same axis. Every other value must be in the space.
+
+        Returns ``(X, kept)``: the feature rows ``[kept.sum(), n_features]`` of the configurations
+        that fit, and the boolean mask over ``cfgs`` of those kept (the rest: unknown key, value
+        outside the space, or a free key whose parameter is not numeric)."""
+        cfgs = [dict(c) for c in cfgs]
+        free = set(free)
+        offsets = np.cumsum([0] + [p.n_features for p in self.params])
+        X = np.full((len(cfgs), len(self)), np.nan)
+        raw: list[tuple[int, int, float]] = []  # (row, feature column, value)
+        kept = np.ones(len(cfgs), dtype=bool)
+        for i, cfg in enumerate(cfgs):
+            if set(cfg) - set(self._col):
+                kept[i] = False
+                continue
+            for j, p in enumerate(self.params):
+                if p.name not in cfg:
+                    continue
+                v = cfg[p.name]
+                x = p.to_internal(v)
+                if x is not None:
+                    X[i, j] = x
+                    continue
+                numeric = getattr(p, "numeric", p.continuous)
+                number = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                if p.name in free and numeric and number and np.isfinite(float(v)) and p.n_features == 1:
+                    if p.continuous and getattr(p, "log", False):
+                        if float(v) <= 0:
+                            kept[i] = False
+                            break
+                        v = np.log10(float(v))
+                    raw.append((i, int(offsets[j]), float(v)))
+                else:
+                    kept[i] = False
+                    break
+        F = self.encode_array(X)
+        for i, col, v in raw:
+            F[i, col] = v
+        return F[kept], kept
 
     # -- two-stage support ---------------------------------------------------------------------
     def expand_stage2(self, cfg: Mapping[str, Any]) -> list[dict]:

@@ -67,8 +67,9 @@ def define_by_run(space: SearchSpace) -> Callable[[Any], dict]:
 
 
 def make_tpe_searcher(space: SearchSpace, metric: str, mode: str, seed: int = 0, n_startup_trials: int = 10,
-                      multivariate: bool = False, constant_liar: bool = True):
-    """Ray Tune's ``OptunaSearch`` with a seeded ``TPESampler`` over ``space``."""
+                      multivariate: bool = False, constant_liar: bool = True, points_to_evaluate=None):
+    """Ray Tune's ``OptunaSearch`` with a seeded ``TPESampler`` over ``space``; ``points_to_evaluate``
+    (checked against ``space``) are suggested first."""
     try:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -100,7 +101,9 @@ def make_tpe_searcher(space: SearchSpace, metric: str, mode: str, seed: int = 0,
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=int(n_startup_trials),
                                          multivariate=bool(multivariate), constant_liar=bool(constant_liar))
-    return KGTunerOptunaSearch(space=define_by_run(space), metric=metric, mode=mode, sampler=sampler)
+    points = [space.check_config(p, f"search.points_to_evaluate[{i}]") for i, p in enumerate(points_to_evaluate or [])]
+    return KGTunerOptunaSearch(space=define_by_run(space), metric=metric, mode=mode, sampler=sampler,
+                               points_to_evaluate=points or None)
 
 
 def _rng_states(sampler) -> list:

@@ -25,7 +25,8 @@ is hours of GPU time -- so its model is kept rather than only its configuration:
 * **Export** (:meth:`AnswerModels.finish`, at the end of the run): the answer trial's ``metrics.json``
   and ``embeddings.npz`` are copied into the run directory -- the exact model whose test metrics
   ``summary.json`` reports. ``python -m kgtuner.train --config-dir RUN --config-name best_config``
-  still retrains the configuration (other seeds: ``train.seed=N``).
+  still retrains the configuration with the answer run's own seed (``train.seed``, its ``train_seed`` in
+  trials.parquet: the same run again); other seeds: ``train.seed=N``.
 """
 
 from __future__ import annotations

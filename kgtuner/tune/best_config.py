@@ -10,11 +10,13 @@ import yaml
 from kgtuner.tune.settings import ExperimentSettings
 
 
-def best_config_document(settings: ExperimentSettings, config: dict, controls: dict) -> dict:
+def best_config_document(settings: ExperimentSettings, config: dict, controls: dict,
+                         seed: int | None = None) -> dict:
     """A primary config for ``python -m kgtuner.train`` (over ``conf/train.yaml``): the experiment's
-    ``data`` and ``model`` groups and ``train`` = the best hyper-parameters + the stage-2 controls."""
+    ``data`` and ``model`` groups and ``train`` = the best hyper-parameters + the stage-2 controls + the
+    answer's training seed (``seed``: its run's ``train_seed``, so retraining reproduces that run)."""
     controls = {k: v for k, v in controls.items() if k != "model_options"}
-    train = {**controls, **config}
+    train = {**controls, **({} if seed is None else {"seed": int(seed)}), **config}
     return {
         "defaults": ["train", {"override /data": str(settings.data.get("name"))},
                      {"override /model": str(settings.model.get("name"))}, "_self_"],
@@ -24,14 +26,16 @@ def best_config_document(settings: ExperimentSettings, config: dict, controls: d
     }
 
 
-def write_best_config(path: str | os.PathLike, settings: ExperimentSettings, config: dict, controls: dict) -> Path:
+def write_best_config(path: str | os.PathLike, settings: ExperimentSettings, config: dict, controls: dict,
+                      seed: int | None = None) -> Path:
     """Write ``best_config.yaml`` (atomically) with a header saying how to retrain it."""
     path = Path(path)
-    doc = best_config_document(settings, config, controls)
+    doc = best_config_document(settings, config, controls, seed)
     header = (
         "# Best configuration found by kgtuner (search: {search}).\n"
         "# Retrain it: python -m kgtuner.train --config-dir {d} --config-name {n}\n"
-        "#   (any train.<name> / data.* override may follow, e.g. train.seed=1)\n"
+        "#   (train.seed is the seed of the answer's own run; any train.<name> / data.* override may follow,\n"
+        "#   e.g. train.seed=1 for another draw of the training noise)\n"
     ).format(search=settings.search_name, d=path.parent, n=path.stem)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(header + yaml.safe_dump(doc, sort_keys=False))

@@ -114,13 +114,17 @@ class Budget:
         return self.seconds * self.grace_fraction if self.timed else math.inf
 
     def stage_trials(self, stage: int, stages: int) -> int | None:
-        """Trials for ``stage`` (1-based) of ``stages`` under a trial budget, else None."""
+        """Trials for ``stage`` (1-based) of ``stages`` under a trial budget, else None. Two stages share
+        exactly ``trials``: stage 1 gets ``stage1_fraction`` of them (at least 1, and at most all but one
+        when there are two or more), stage 2 the rest -- none for ``trials=1``, whose answer is then the
+        stage-1 trial (flagged as such in summary.json)."""
         if self.timed:
             return None
+        total = int(self.trials)
         if stages == 1:
-            return int(self.trials)
-        first = max(1, int(round(self.trials * self.stage1_fraction)))
-        return first if stage == 1 else max(1, int(self.trials) - first)
+            return total
+        first = min(max(1, int(round(total * self.stage1_fraction))), max(1, total - 1))
+        return first if stage == 1 else total - first
 
     def stage_window(self, stage: int, stages: int) -> tuple[float, float]:
         """(start, end) active seconds of ``stage`` (1-based) of ``stages``."""

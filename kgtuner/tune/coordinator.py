@@ -19,6 +19,7 @@ own entries (KGTuner: the stage-2 candidates).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import sys
@@ -35,9 +36,13 @@ from kgtuner.tune.budget import BudgetClock
 from kgtuner.tune.outputs import experiment_summary, write_outputs
 from kgtuner.tune.report import METRIC, MODE, STATUSES, TrialReport, split_config
 from kgtuner.tune.results import ResultsStore, make_row
-from kgtuner.tune.run_dir import (SEARCH_DIR, SNAPSHOT_KEY, STATE_FILE, RunDirLock, RunDirRefused, atomic_json,
-                                  check_run_dir, fingerprint, resume_command, tune_snapshot, write_overrides)
+from kgtuner.tune.run_dir import (SEARCH_DIR, SNAPSHOT_KEY, STATE_FILE, DiskFull, RunDirLock, RunDirRefused,
+                                  atomic_json, check_run_dir, disk_full_error, disk_full_message, fingerprint,
+                                  is_disk_full_text, mark_trials_finished, release_space, remove_temp_files,
+                                  reserve_space, resume_command, tune_snapshot, write_overrides)
+from kgtuner.tune.seeds import retrain_seeds, train_seed
 from kgtuner.tune.settings import ExperimentSettings
+from kgtuner.tune.trial_values import check_trial_values
 
 __all__ = ["Coordinator", "ExperimentInterrupted", "run_experiment", "check_run_dir", "fingerprint", "STATE_FILE"]
 
@@ -104,6 +109,11 @@ class Coordinator:
         self._tune_restored: bool | None = None  # None: no restore expected; False/True: Tune's restore done?
         self.state: dict[str, Any] = saved or self._initial_state()
         self._snapshot = None  # the saved Tune experiment a resume continues (reconcile_with_tune)
+        self._adoptions: list[dict] = []  # rows kept for the restored searcher (on_searcher_restored)
+        self._disk_full: tuple[BaseException | None, str] | None = None  # (error, what was written): stopping
+        self._fitting = False  # inside Tuner.fit (a stop goes through Tune's SIGINT handler)
+        self._stop_requested = False
+        self._stopped = None  # threading.Event: run() has ended (the stop watcher stands down)
         self._restored_finished = False
         self.state["sessions"] = int(self.state.get("sessions", 0)) + 1
         self.clock: BudgetClock | None = None  # starts when the first trial is ready to train
@@ -131,8 +141,54 @@ class Coordinator:
         if not self._persist:  # a fresh run before its search started: nothing in the directory yet
             return
         self.state["elapsed_s"] = self.elapsed()
-        atomic_json(self.run_dir / STATE_FILE, self.state)
+        try:
+            atomic_json(self.run_dir / STATE_FILE, self.state)
+        except OSError as exc:
+            if disk_full_error(exc) is None:
+                raise
+            self._on_disk_full(exc, STATE_FILE)  # the previous state file stays whole
         self._last_save = time.monotonic()
+
+    # ------------------------------------------------------------------ a full disk
+    def _on_disk_full(self, exc: BaseException | None, what: str) -> None:
+        """A write to the run directory failed for want of space. During the search: stop it the way Ctrl+C
+        does (Tune's own clean stop; once) and end with one line when Tune has stopped (:class:`DiskFull`);
+        elsewhere raise it now. The files written before stay whole (every write goes through a temporary
+        file, removed when it fails)."""
+        import signal
+
+        if self._disk_full is None:
+            self._disk_full = (exc, what)
+            freed = release_space(self.run_dir)  # room for Tune's last checkpoint and the state file
+            self.log(f"the disk of {self.run_dir} is full (writing {what}): stopping the search"
+                     + (" (the space kgtuner set aside for this is freed)" if freed else ""))
+        if not self._fitting:
+            raise self._disk_full_error()
+        if not self._stop_requested:
+            self._stop_requested = True
+            signal.raise_signal(signal.SIGINT)  # Tune's SIGINT handler: stop, as on Ctrl+C
+
+    def _tune_log_filter(self):
+        """A filter for Tune's loggers during the search: a record of a full disk (a trial that could not write
+        its checkpoint, an experiment checkpoint that could not be written) stops the search at once and is
+        not printed -- the search ends with its one line instead of a traceback per failed write."""
+        driver = self
+
+        class DiskFullRecords(logging.Filter):
+            def filter(self, record: logging.LogRecord) -> bool:
+                exc = record.exc_info[1] if record.exc_info else None
+                if disk_full_error(exc) is None and not is_disk_full_text(str(exc) if exc is not None else None):
+                    return True
+                driver._on_disk_full(disk_full_error(exc), f"Tune's files in {driver.run_dir / SEARCH_DIR}")
+                return False
+
+        return DiskFullRecords()
+
+    def _disk_full_error(self) -> DiskFull:
+        exc, what = self._disk_full or (None, "the run directory")
+        remove_temp_files(self.run_dir, os.getpid())
+        resumable = self._persist and (self.run_dir / STATE_FILE).exists()
+        return DiskFull(disk_full_message(self.run_dir, what, exc, resumable=resumable))
 
     def snapshot(self) -> dict:
         """The state as of now, saved by Tune with its own experiment state (``ProgressCallback.get_state``):
@@ -230,6 +286,12 @@ class Coordinator:
         self._maybe_start_clock(force=True)
         tid = trial.trial_id
         report = TrialReport.from_dict(self.live.pop(tid, None) or getattr(trial, "last_result", None))
+        if is_disk_full_text(error) or (report.failed and is_disk_full_text(report.error)):
+            # the trial could not write its checkpoint: the disk, not its configuration, failed -- no row, so a
+            # resume (once there is space) runs it again
+            self.early_stopped.pop(tid, None)
+            self._on_disk_full(None, f"trial {tid}'s checkpoint in {self.run_dir / SEARCH_DIR}")
+            return
         hp, meta = split_config(dict(trial.config))
         stage = int(meta.get("stage", 1))
         status, err = ("failed", error) if error is not None else (report.status or "ok", report.error)
@@ -252,8 +314,15 @@ class Coordinator:
         row = make_row(tid, stage, hp, status=status, valid=report.valid, test=report.test, error=err,
                        start_s=start_s, end_s=end_s, node=report.node, node_ip=report.node_ip, gpu=report.gpu,
                        graph=report.graph, steps=report.step if report.step or report.graph else None,
-                       trial_index=meta.get("trial_index"), timing=timing, rung=rung)
-        self.store.add(row)
+                       trial_index=meta.get("trial_index"), timing=timing, rung=rung,
+                       train_seed=report.train_seed if report.train_seed is not None
+                       else train_seed(hp, meta.get("trial_index"), self.settings.seed))
+        try:
+            self.store.add(row)
+        except OSError as exc:
+            if disk_full_error(exc) is None:
+                raise
+            self._on_disk_full(exc, self.store.path.name)  # trials.parquet stays as it was
         self.save_state()
         best = self.store.best(stage)
         shown = "-" if row["valid_mrr"] is None else f"{row['valid_mrr']:.4f}"
@@ -308,22 +377,29 @@ class Coordinator:
         return make_trainable(graphs=graph_refs, stages=stages, model=s.model_name, resources=self.resources,
                               checkpoint_every_s=s.trial.checkpoint_every_s, inject_failures=s.trial.inject_failures,
                               experiment=s.name, deadline_key=self._deadline_key if deadlines else None,
-                              answer=answer)
+                              answer=answer, experiment_seed=s.seed)
 
     def reconcile_with_tune(self) -> None:
         """Before a resume: make the rows, the state and the budget clock agree with the newest Tune
         experiment state that ``Tuner.restore`` will continue from.
 
-        Tune saves its experiment state (trials, searcher) every few seconds, trials.parquet and
-        kgtuner_state.json change at every trial end; after a crash (``kill -9``) the rows may hold
-        trials Tune's snapshot does not know as finished. Those trials run again (unfinished ones) or
-        never existed for the restored searcher (created later: their ``trial_index`` is handed out
-        again), so their rows are dropped; the stage, the strategy's entries and the budget used come
-        from the coordinator's snapshot saved with Tune's (``ProgressCallback``). A damaged Tune file is
-        refused here (:func:`~kgtuner.tune.run_dir.tune_snapshot`), before Tune would silently start
-        an empty experiment.
+        Tune saves its experiment state (trials, searcher) every few seconds (at least 10 s apart),
+        trials.parquet and kgtuner_state.json change at every trial end; after a crash (``kill -9``, Ray's
+        processes killed under the driver) the rows may hold trials the saved searcher has not seen
+        finish: it was saved while they ran, or before they started. Their rows are finished trials with
+        their results, so they are **kept**: Tune is told not to run them again (their status in its saved
+        state becomes TERMINATED), the restored searcher is given their results when Tune restores it
+        (:meth:`on_searcher_restored`: ``MetaSearcher.adopt_finished``; a trial suggested after the save is
+        counted as suggested, its ``trial_index`` never reused) and they count in the budget: the active
+        seconds used are at least the end of the last of them. The stage and the strategy's entries come
+        from the coordinator's snapshot saved with Tune's (``ProgressCallback``); the restored searcher
+        re-announces what it redoes (e.g. the stage switch). Only a row the restored searcher cannot take
+        (a searcher without ``add_evaluated_point`` support, e.g. TPE's for a trial it never suggested) is
+        dropped, and the search runs another trial in its place. A damaged Tune file is refused here
+        (:func:`~kgtuner.tune.run_dir.tune_snapshot`), before Tune would silently start an empty experiment.
         """
         self._snapshot = snap = tune_snapshot(self.run_dir)
+        remove_temp_files(self.run_dir)  # of writes cut short (a killed driver, a full disk): we hold the lock
         if snap.path is None:
             if len(self.store) or float(self.state.get("elapsed_s") or 0.0) > 0:
                 self.log(f"Tune saved no state of the interrupted search in {self.run_dir / SEARCH_DIR} (it stopped "
@@ -332,7 +408,11 @@ class Coordinator:
             keep = {k: self.state[k] for k in ("fingerprint", "sessions") if k in self.state}
             self.state = {**self._initial_state(), **keep}
         else:
-            dropped = self.store.keep_only(snap.finished())
+            dropped = []
+            ahead = snap.unknown_to_searcher([r["trial_id"] for r in self.store.rows()])
+            if snap.kgtuner_state is None or snap.searcher_trials is None:  # no searcher to give them to
+                dropped = self.store.keep_only(set(snap.finished()) | {r["trial_id"] for r in self.store.rows()
+                                                                       if r["trial_id"] not in ahead})
             if snap.kgtuner_state is not None:
                 keep = {k: self.state[k] for k in ("fingerprint", "sessions") if k in self.state}
                 saved = dict(snap.kgtuner_state)
@@ -340,13 +420,58 @@ class Coordinator:
                 self._restored_finished = bool(saved.pop("search_finished", False))
                 self.state = {**saved, **keep}
                 self._tune_restored = False  # until ProgressCallback.set_state says Tune restored its snapshot
+            if ahead and not dropped:
+                self._adopt_rows(snap, ahead)
         if dropped:
             ids = sorted(r["trial_id"] for r in dropped)
             self.log(f"{len(dropped)} trials.parquet row(s) were recorded after the last saved Tune state (the driver "
                      f"was killed?): dropped, those trials run again under the restored searcher: {', '.join(ids)}")
-        if dropped or snap.path is None:
+        if dropped or snap.path is None or self._adoptions:
             self.store.flush()
             self.save_state()
+
+    def _adopt_rows(self, snap, ahead: list[str]) -> None:
+        """Keep the rows of ``ahead`` (trials that finished after Tune's saved state, see
+        :meth:`reconcile_with_tune`): Tune must not run them again, the budget counts them."""
+        rows = [r for r in self.store.rows() if r["trial_id"] in set(ahead)]
+        self._adoptions = rows
+        rerun = [r["trial_id"] for r in rows if snap.trials.get(r["trial_id"]) not in (None, "TERMINATED", "ERROR")]
+        if rerun:
+            mark_trials_finished(snap.path, rerun)
+        ends = [float(r["end_s"]) for r in rows if r.get("end_s") is not None]
+        if ends:
+            self.state["elapsed_s"] = max(float(self.state.get("elapsed_s") or 0.0), max(ends))
+        self.log(f"{len(rows)} trial(s) finished after Tune's last saved state (the driver was stopped before Tune "
+                 f"saved again): their rows are kept, the restored search takes their results and counts them in "
+                 f"the budget ({self.state['elapsed_s']:.1f}s used); none runs again: "
+                 + ", ".join(sorted(r["trial_id"] for r in rows)))
+
+    def on_searcher_restored(self, searcher) -> None:
+        """Tune restored the search's searcher (``MetaSearcher.restore``, before Tune's first step): give it the
+        trials that finished after its state was saved (:meth:`reconcile_with_tune`). A row it cannot take is
+        dropped (logged); the search then runs another trial instead."""
+        rows, self._adoptions = self._adoptions, []
+        adopt = getattr(searcher, "adopt_finished", None)
+        refused = []
+        for row in rows:
+            tid, stage = row["trial_id"], int(row["stage"])
+            if row.get("rung") is not None:  # stopped by ASHA: the searcher looks the stop up (early_stop_of)
+                self.early_stopped[tid] = events.TrialEarlyStopped(tid, int(row["rung"]), int(row.get("steps") or 0))
+            try:
+                ok = adopt is not None and bool(adopt(tid, stage, json.loads(row["config_json"]),
+                                                      row.get("trial_index"), _row_report(row)))
+            except Exception:  # noqa: BLE001 - the row is then dropped, as it was before rows were kept
+                ok = False
+            finally:
+                self.early_stopped.pop(tid, None)
+            if not ok:
+                refused.append(tid)
+        if refused:
+            self.store.keep_only({r["trial_id"] for r in self.store.rows()} - set(refused))
+            self.store.flush()
+            self.log(f"{len(refused)} of those trials could not be given to the restored searcher "
+                     f"({type(searcher).__name__}): their rows are dropped and the search runs other trials in their "
+                     f"place: {', '.join(sorted(refused))}")
 
     def _initial_state(self) -> dict:
         return {"version": 1, "stage": 1, "elapsed_s": 0.0, "started": {}, "done": False, "final": None,
@@ -354,13 +479,57 @@ class Coordinator:
 
     def _on_sigterm(self, signum, frame) -> None:
         """SIGTERM (``docker stop``, batch schedulers, ``ray job stop``) stops like Ctrl+C: a clean,
-        resumable stop (Tune's SIGINT handler during the search, KeyboardInterrupt elsewhere)."""
+        resumable stop (Tune's SIGINT handler during the search, KeyboardInterrupt elsewhere).
+
+        The resume command is printed at once, in case the stop is cut short (a local Ray started by
+        ``kgtuner.cluster.ray_cluster`` blocks SIGTERM, so a stop signal sent to every process of the job
+        reaches the driver only; where it still kills Ray, :meth:`_watch_ray` ends the driver at once)."""
         import signal
 
         if self.verbose:
-            print("[kgtuner] SIGTERM received: stopping like Ctrl+C (the run stays resumable)", file=self.out,
+            resume = (f"; if the stop is cut short, resume with: {resume_command(self.run_dir)}" if self._persist
+                      else "")
+            print(f"[kgtuner] SIGTERM received: stopping like Ctrl+C (the run stays resumable){resume}", file=self.out,
                   flush=True)
         signal.raise_signal(signal.SIGINT)
+
+    def _watch_ray(self) -> None:
+        """Until :meth:`run` ends: if the local Ray this driver started dies under it (its raylet or GCS killed:
+        a stop sent by the kernel to every process of the job, the OOM killer, ``kill -9``), end the driver
+        now with the resume command and exit code 130 instead of hanging on it -- Ray's clients wait 60 s for
+        a dead GCS ("Failed to connect to GCS within 60 seconds") and then end the process with exit 1 and
+        nothing printed. Nothing is lost: the rows and the state file are written at every trial end,
+        Tune's last saved state is on disk, and a resume keeps every finished trial
+        (:meth:`reconcile_with_tune`)."""
+        import threading
+
+        if self._stopped is not None or self.ray_info is None or not self.ray_info.started_here:
+            return
+        try:
+            import ray
+
+            node = ray._private.worker._global_node
+            procs = [info.process for key in ("raylet", "gcs_server") for info in node.all_processes.get(key, [])]
+        except Exception:  # noqa: BLE001 - no local node to watch
+            return
+        if not procs:
+            return
+        self._stopped = stopped = threading.Event()
+
+        def watch() -> None:
+            while not stopped.wait(0.25):
+                if any(p.poll() is not None for p in procs):
+                    break
+            else:
+                return  # run() ended
+            if stopped.is_set():
+                return
+            print("[kgtuner] Ray's processes ended under the driver (killed?): the search cannot go on, the driver "
+                  "stops now", file=self.out, flush=True)
+            print(f"kgtuner: {self._interrupted_msg()}", file=sys.stderr, flush=True)
+            os._exit(130)
+
+        threading.Thread(target=watch, name="kgtuner-stop-watch", daemon=True).start()
 
     def run(self) -> dict:
         """Run the experiment to the end of its budget; return the summary dict.
@@ -391,7 +560,10 @@ class Coordinator:
             for note in self.strategy.notes():
                 self.log(note)
             space = self.strategy.space(full.name)
+            for warning in check_trial_values(s, space):  # a value every trial would fail on: refused here
+                self.log(f"warning: {warning}")
             self.ray_info = connect_ray(s.cluster, print_banner=bool(self.verbose))
+            self._watch_ray()
             if threading.current_thread() is threading.main_thread():  # after ray.init, which sets its own
                 old_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
             plan = plan_resources(s.trial, num_gpus=self.ray_info.num_gpus, num_cpus=self.ray_info.num_cpus)
@@ -413,12 +585,26 @@ class Coordinator:
                 self._search_finished = self._restored_finished
                 tuner = self._tuner(trainable, space)
                 self._begin()  # every check passed: from here on the directory holds the experiment
-                tuner.fit()
+                log_filter = self._tune_log_filter()
+                tune_loggers = [logging.getLogger(f"ray.tune.execution.{name}")
+                                for name in ("tune_controller", "experiment_state")]
+                for logger in tune_loggers:
+                    logger.addFilter(log_filter)
+                self._fitting = True
+                try:
+                    tuner.fit()
+                finally:
+                    self._fitting = False
+                    for logger in tune_loggers:
+                        logger.removeFilter(log_filter)
+                if self._disk_full is not None:
+                    raise self._disk_full_error()
                 interrupted = bool(self.live) or not self._search_finished
                 self.live.clear()
                 if interrupted:
                     raise ExperimentInterrupted(self._interrupted_msg())
                 if self.state.get("error"):
+                    self._write_failed()
                     raise KGTunerError(self.state["error"])
                 self.state["search_done"] = True
                 self.state["search_elapsed_s"] = round(self.elapsed(), 3)
@@ -430,12 +616,28 @@ class Coordinator:
             self.save_state()
             return self.write_outputs()
         except KeyboardInterrupt:
+            if self._disk_full is not None:
+                raise self._disk_full_error() from None
             raise ExperimentInterrupted(self._interrupted_msg()) from None
+        except Exception as exc:
+            if isinstance(exc, KGTunerError) or (disk_full_error(exc) is None and not is_disk_full_text(str(exc))):
+                raise
+            if self._disk_full is None:  # e.g. an output file, or Tune's own write
+                full = disk_full_error(exc)
+                where = getattr(full, "filename2", None) or getattr(full, "filename", None)
+                self._disk_full = (full, Path(where).name if where else "the run directory")
+            raise self._disk_full_error() from None
         finally:
             try:
+                release_space(self.run_dir)
+                if self._stopped is not None:
+                    self._stopped.set()
                 if old_sigterm is not None:
                     signal.signal(signal.SIGTERM, old_sigterm)
-                self.save_state()
+                try:
+                    self.save_state()
+                except DiskFull:  # the previous state file stays whole
+                    pass
             finally:
                 events.deactivate(self)
                 self.close()
@@ -446,11 +648,23 @@ class Coordinator:
         if not self._persist:
             self._persist = True
             write_overrides(self.run_dir, self.overrides)
+        reserve_space(self.run_dir)  # freed when the disk is full (_on_disk_full)
         self.save_state()
 
     def close(self) -> None:
         """Release the run directory's lock (at the end of :meth:`run`)."""
         self.lock.release()
+
+    def _write_failed(self) -> None:
+        """The search failed (e.g. every stage-1 trial failed): write trials.parquet and summary.json all the
+        same -- the rows and their errors are the user's evidence -- with ``status: failed`` and the reason;
+        the caller then raises the error (one line, exit 2)."""
+        self.state["search_elapsed_s"] = round(self.elapsed(), 3)
+        self.save_state()
+        try:
+            self.write_outputs()
+        except Exception as exc:  # noqa: BLE001 - the search's own error is the one to report
+            self.log(f"warning: could not write every output of the failed search: {type(exc).__name__}: {exc}")
 
     def _interrupted_msg(self) -> str:
         if not self._persist:
@@ -460,14 +674,19 @@ class Coordinator:
                 f"finished trials are saved in {self.run_dir}. Resume with: {resume_command(self.run_dir)}")
 
     def _retrain_final(self, graph_refs: dict) -> dict:
-        """Retrain the answer's configuration with ``final.seeds`` seeds (its answer stage, no deadline)."""
+        """Retrain the answer's configuration with ``final.seeds`` seeds (its answer stage, no deadline), each
+        other than the seed of the answer's own run (:func:`kgtuner.tune.seeds.retrain_seeds`)."""
         from ray import tune
 
         best = self.best_row()
         if best is None:
             return {}
-        seeds = list(range(self.settings.final_seeds))
-        self.log(f"final: retraining trial {best['trial_id']}'s configuration with seeds {seeds}")
+        selected = best.get("train_seed")
+        if selected is None:  # a row recorded before trials had their own seeds
+            selected = train_seed(json.loads(best["config_json"]), best.get("trial_index"), self.settings.seed)
+        seeds = retrain_seeds(selected, self.settings.final_seeds)
+        self.log(f"final: retraining trial {best['trial_id']}'s configuration (trained with seed {selected}) "
+                 f"with seeds {seeds}")
         param_space = {**json.loads(best["config_json"]), "seed": tune.grid_search(seeds),
                        "stage": self.strategy.answer_stage()}
         _configure_tune()
@@ -478,7 +697,8 @@ class Coordinator:
         reports = [TrialReport.from_dict(r.metrics) for r in tuner.fit() if r.metrics]
         test = np.array([r.test.get("mrr", np.nan) for r in reports], dtype=float)
         valid = np.array([np.nan if r.valid_mrr is None else r.valid_mrr for r in reports], dtype=float)
-        return {"seeds": len(seeds), "test_mrr_mean": float(np.nanmean(test)), "test_mrr_std": float(np.nanstd(test)),
+        return {"seeds": len(seeds), "train_seeds": [r.train_seed for r in reports], "selected_seed": int(selected),
+                "test_mrr_mean": float(np.nanmean(test)), "test_mrr_std": float(np.nanstd(test)),
                 "valid_mrr_mean": float(np.nanmean(valid)), "valid_mrr_std": float(np.nanstd(valid)),
                 "test_mrr": test.tolist(), "valid_mrr": valid.tolist()}
 
@@ -494,6 +714,18 @@ class Coordinator:
     def write_outputs(self) -> dict:
         """trials.parquet, summary.json, best_config.yaml, search_curve.png and the printed table."""
         return write_outputs(self)
+
+
+def _row_report(row: dict) -> dict:
+    """The final report of a recorded trial (a trials.parquet row), as the searchers get it from Tune."""
+    from kgtuner.tune.results import metrics_of
+
+    report = TrialReport(stage=int(row["stage"]), step=int(row.get("steps") or 0),
+                         valid=metrics_of(row, "valid") or {}, test=metrics_of(row, "test") or {}, done=True,
+                         status=row.get("status"), error=row.get("error"), graph=row.get("graph"),
+                         early_stop_rung=None if row.get("rung") is None else int(row["rung"]),
+                         train_seed=None if row.get("train_seed") is None else int(row["train_seed"]))
+    return report.to_dict()
 
 
 def run_experiment(settings: ExperimentSettings, run_dir: str | os.PathLike, **kwargs) -> dict:

@@ -56,6 +56,23 @@ class StageSwitched(StageStarted):
     top: list = field(default_factory=list)
     candidates: list = field(default_factory=list)
     wait_s: float = 0.0
+    prior_observations: int = 0
+
+
+@dataclass(frozen=True)
+class PriorObservationsAdded(SearchEvent):
+    """KGTuner: the stage-2 forest now holds ``total`` stage-1 rows (a stage-1 trial ended after the switch)."""
+
+    total: int
+
+
+@dataclass(frozen=True)
+class CandidatesExhausted(SearchEvent):
+    """KGTuner: every one of the ``candidates`` stage-2 candidates was proposed; from trial ``first_index``
+    on, stage 2 explores the space at stage-2 sizes with the same forest."""
+
+    candidates: int
+    first_index: int
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The experiment's outputs at the end of a run: summary.json's content, and every file written from it.
 
-``experiment_summary(driver)`` composes summary.json: the keys every search has (search, model, dataset,
+``experiment_summary(driver)`` composes summary.json: the keys every search has (``status``: ok, or failed
+with the reason in ``error`` -- a failed search still writes its outputs --, search, model, dataset,
 the answer, trials per stage and status, budget, cluster, final retraining, early stopping, run_dir) and
 the strategy's own (``Strategy.summary``: KGTuner's switch, GraSH's rounds). ``write_outputs(driver)``
 writes trials.parquet, summary.json, best_config.yaml, search_curve.png and prints the summary table.
@@ -23,14 +24,17 @@ def experiment_summary(driver) -> dict:
     extra = strategy.summary(state, store)
     asha = s.early_stop_settings()
     rungs = store.early_stopped()
+    error = state.get("error")
     return {
         **extra,
+        "status": "failed" if error else "ok", "error": error or None,
         "search": s.search_name, "two_stage": bool(strategy.two_stage), "model": s.model_name,
         "dataset": s.data.get("name") or s.data.get("path"),
         "best": None if best is None else {
             "trial_id": best["trial_id"], "stage": best["stage"], "config": json.loads(best["config_json"]),
             "valid": metrics_of(best, "valid"), "test": metrics_of(best, "test"),
-            "graph": best.get("graph"), "from_subgraph": strategy.from_subgraph(best)},
+            "graph": best.get("graph"), "train_seed": best.get("train_seed"),
+            "from_subgraph": strategy.from_subgraph(best), "stage1_sizes": strategy.stage1_sizes(best)},
         "warnings": strategy.warnings(best),
         "trials_per_stage": {k: sum(v.values()) for k, v in counts.items()},
         "status_per_stage": counts,
@@ -58,7 +62,7 @@ def write_outputs(driver) -> dict:
     write_summary(driver.run_dir, summary)
     if summary["best"] is not None:
         write_best_config(driver.run_dir / BEST_CONFIG_FILE, driver.settings, summary["best"]["config"],
-                          driver.strategy.answer_controls())
+                          driver.strategy.answer_controls(), seed=summary["best"]["train_seed"])
     budget = driver.settings.budget
     plot_search_curve(driver.store.rows(), driver.run_dir / CURVE_FILE,
                       switch_s=summary["stage_switch_s"], budget_s=budget.end_s if budget.timed else None,

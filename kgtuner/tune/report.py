@@ -7,7 +7,8 @@ trials.parquet rows -- goes through :meth:`TrialReport.from_dict`, so every key 
 
 Keys (flat): ``stage``, ``trial_index`` is not one (it is in the trial config), ``graph``, ``node``,
 ``node_ip``, ``gpu``, ``step``, ``done``, ``valid_mrr`` (best so far: the searchers' metric) and
-``valid_hits@k`` of that best validation, ``last_valid_mrr``; the final report adds ``trial_status``
+``valid_hits@k`` of that best validation, ``last_valid_mrr``, ``train_seed`` (the seed it trains with,
+:mod:`kgtuner.tune.seeds`); the final report adds ``trial_status``
 (ok|stopped|failed), ``error``, ``test_*``, ``started_unix``, ``ended_unix``, ``total_s``, ``setup_s``,
 ``fit_s``, ``train_s``. A trial an early-stopping scheduler stopped at a rung is passed to the searchers
 with ``early_stopped``/``early_stop_rung`` (``kgtuner.search.base``'s low-fidelity keys, imported where used so
@@ -71,6 +72,7 @@ class TrialReport:
     total_s: float | None = None
     timing: dict[str, float] = field(default_factory=dict)
     early_stop_rung: int | None = None  # stopped at this rung (steps) by the early-stopping scheduler
+    train_seed: int | None = None  # the training seed of the trial (kgtuner.tune.seeds)
 
     # ------------------------------------------------------------------ values
     @property
@@ -97,6 +99,8 @@ class TrialReport:
         out: dict[str, Any] = {"stage": int(self.stage), "graph": self.graph, "node": self.node,
                                "node_ip": self.node_ip, "gpu": self.gpu, "step": int(self.step),
                                "done": bool(self.done)}
+        if self.train_seed is not None:
+            out["train_seed"] = int(self.train_seed)
         for key in METRIC_KEYS:
             value = self.valid.get(key)
             out[f"valid_{key}"] = float("nan") if value is None else value
@@ -139,6 +143,7 @@ class TrialReport:
         step = num("step")
         stage = r.get("stage", 1)
         rung = r.get(EARLY_STOP_RUNG) if r.get(EARLY_STOPPED) else None
+        seed = num("train_seed")
         return cls(stage=int(stage) if isinstance(stage, (int, float)) and not isinstance(stage, bool) else 1,
                    step=int(step) if step is not None else 0, valid=metrics("valid"),
                    last_valid_mrr=num("last_valid_mrr"), graph=r.get("graph"), node=r.get("node"),
@@ -146,7 +151,8 @@ class TrialReport:
                    status=r.get(STATUS_KEY), error=r.get("error") or None, test=metrics("test"),
                    started_unix=num("started_unix"), ended_unix=num("ended_unix"), total_s=num("total_s"),
                    timing={k: r[k] for k in TIMING_KEYS if num(k) is not None},
-                   early_stop_rung=None if rung is None else int(rung))
+                   early_stop_rung=None if rung is None else int(rung),
+                   train_seed=None if seed is None else int(seed))
 
     def replace(self, **changes) -> "TrialReport":
         values = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -8,8 +8,9 @@ the search started), ``node`` (the Ray node ID: unique even for several nodes on
 subgraph or the full graph), ``steps``, ``rung`` (for a trial stopped early by ASHA,
 ``search.early_stop=asha``: the rung it reached, in training steps; null otherwise -- such a trial
 has status ``stopped``, its best validation MRR up to the rung and no test metrics), ``trial_index``,
-timings (``launch_s``, ``setup_s``, ``fit_s``, ``train_s``) and ``config_json`` (the exact trial
-configuration, so a resumed run gets the original types back).
+``train_seed`` (the seed it trained with, :mod:`kgtuner.tune.seeds`: one per trial, so a configuration
+run twice shows as two runs), timings (``launch_s``, ``setup_s``, ``fit_s``, ``train_s``) and
+``config_json`` (the exact trial configuration, so a resumed run gets the original types back).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ TAIL_COLUMNS = (
     *(f"valid_{k}" for k in METRIC_KEYS),
     *(f"test_{k}" for k in METRIC_KEYS),
     "status", "error", "start_s", "end_s", "node", "node_ip", "gpu", "graph", "steps", "rung", "trial_index",
-    *("launch_s", "setup_s", "fit_s", "train_s"), "config_json",
+    "train_seed", *("launch_s", "setup_s", "fit_s", "train_s"), "config_json",
 )
 #: Per-trial timing columns (seconds): driver start -> trainable start, trainable set-up (graph,
 #: model), ``Trainer.fit`` wall time, and the pure training-step time inside it.
@@ -60,7 +61,7 @@ def make_row(trial_id: str, stage: int, config: dict, *, status: str, valid: dic
              test: dict | None = None, error: str | None = None, start_s: float | None = None,
              end_s: float | None = None, node: str | None = None, gpu: str | None = None, graph: str | None = None,
              steps: int | None = None, trial_index: int | None = None, timing: dict | None = None,
-             rung: int | None = None, node_ip: str | None = None) -> dict:
+             rung: int | None = None, node_ip: str | None = None, train_seed: int | None = None) -> dict:
     """One trials.parquet row (hyper-parameters flattened under their own names); ``rung``: the ASHA rung
     (steps) of a trial stopped early (status ``stopped``), else None."""
     if rung is not None and status != "stopped":
@@ -76,6 +77,7 @@ def make_row(trial_id: str, stage: int, config: dict, *, status: str, valid: dic
                node_ip=node_ip or None,
                gpu=None if gpu is None else str(gpu), graph=graph, steps=steps,
                rung=None if rung is None else int(rung), trial_index=trial_index,
+               train_seed=None if train_seed is None else int(train_seed),
                **{k: _finite((timing or {}).get(k)) for k in TIMING_COLUMNS},
                config_json=json.dumps(config, sort_keys=True))
     return row
@@ -98,7 +100,7 @@ def rows_to_frame(rows: Iterable[dict]) -> pd.DataFrame:
             # e.g. negatives: 128 or "1VsAll" -> one string column (exact values stay in config_json)
             frame[col] = frame[col].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v))
                                         else str(v))
-    for col in ("steps", "rung", "trial_index"):
+    for col in ("steps", "rung", "trial_index", "train_seed"):
         frame[col] = frame[col].astype("Int64")
     return frame
 
@@ -142,6 +144,7 @@ class ResultsStore:
                     steps=None if pd.isna(rec.get("steps")) else int(rec["steps"]),
                     trial_index=None if pd.isna(rec.get("trial_index")) else int(rec["trial_index"]),
                     rung=None if pd.isna(rec.get("rung")) else int(rec["rung"]),
+                    train_seed=None if pd.isna(rec.get("train_seed")) else int(rec["train_seed"]),
                     timing={k: rec.get(k) for k in TIMING_COLUMNS})
         return store
 
@@ -248,6 +251,8 @@ def _fmt(x: Any, digits: int = 4) -> str:
 def summary_table(store: ResultsStore, summary: dict, top: int = 10) -> str:
     """The end-of-run text table: per-stage counts, the top trials, and the answer."""
     lines = [f"=== kgtuner summary: {summary.get('search')} on {summary.get('dataset')} / {summary.get('model')} ==="]
+    if summary.get("status") == "failed":
+        lines.append(f"status: FAILED: {summary.get('error')}")
     budget = summary.get("budget", {})
     lines.append(f"budget: {budget.get('seconds') or budget.get('trials')} "
                  f"{'s' if budget.get('seconds') else 'trials'}; used {_fmt(budget.get('used_s'), 1)} s")
@@ -281,8 +286,11 @@ def summary_table(store: ResultsStore, summary: dict, top: int = 10) -> str:
         if model.get("files"):
             lines.append(f"  its trained model: {', '.join(model['files'])} in the run directory")
         if best.get("from_subgraph"):
-            lines.append("  WARNING: this answer is a stage-1 trial; its metrics were measured on the subgraph "
-                         "(see summary.json's warnings)")
+            lines.append(f"  WARNING: this answer is a stage-{best.get('stage')} trial; its metrics were measured on a "
+                         "subgraph (see summary.json's warnings)")
+        elif best.get("stage1_sizes"):
+            lines.append("  WARNING: this answer is a stage-1 trial trained at stage 1's batch size, dimension and "
+                         "steps (see summary.json's warnings)")
     final = summary.get("final")
     if final:
         lines.append(f"retrained with {final['seeds']} seeds: test MRR {_fmt(final['test_mrr_mean'])} "

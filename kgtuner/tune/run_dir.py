@@ -46,9 +46,118 @@ class RunDirRefused(ConfigError):
 
 
 def atomic_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically (a temporary file, then a rename); on failure (e.g. a full
+    disk) the temporary file is removed and ``path`` keeps its previous content."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------- a full disk
+#: errno values of a full file system (ENOSPC) or an exhausted quota (EDQUOT).
+DISK_FULL_ERRNOS = frozenset(e for e in (getattr(errno, "ENOSPC", None), getattr(errno, "EDQUOT", None)) if e)
+#: How they read in an error message that crossed a process boundary (a trial's error text).
+DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "[Errno 28]", "[Errno 122]")
+
+
+class DiskFull(RunDirRefused):
+    """The run directory's file system is full (or its quota exhausted): the search stopped; free space and
+    resume it."""
+
+
+def disk_full_error(exc: BaseException | None) -> OSError | None:
+    """The "no space left on device" (or "disk quota exceeded") ``OSError`` in ``exc``'s chain of causes and
+    contexts, or None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def is_disk_full_text(text: str | None) -> bool:
+    """True when an error message (e.g. a trial's, written in its worker process) reports a full disk."""
+    return bool(text) and any(t in str(text) for t in DISK_FULL_TEXTS)
+
+
+#: A reserve of disk space in the run directory while a search runs (see :func:`reserve_space`).
+RESERVE_FILE = ".kgtuner_reserve"
+#: Its size: at most this, and at most a quarter of the free space.
+RESERVE_BYTES = 8 << 20
+
+
+def reserve_space(run_dir: str | os.PathLike, limit: int = RESERVE_BYTES) -> int:
+    """Set disk space aside in the run directory (``.kgtuner_reserve``), to be freed when the disk is full
+    (:func:`release_space`): the search then stops with room for Tune's last experiment checkpoint and
+    kgtuner's state file -- Tune copies its files over the old ones in place, so a copy that runs out of
+    space leaves a truncated file that no resume can read. Returns the bytes set aside (0: none, e.g. too
+    little free space or a file system without it; never an error)."""
+    path = Path(run_dir) / RESERVE_FILE
+    try:
+        if path.exists():
+            return path.stat().st_size
+        st = os.statvfs(run_dir)
+        size = min(int(limit), st.f_bavail * st.f_frsize // 4)
+        if size <= 0:
+            return 0
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        finally:
+            os.close(fd)
+        return size
+    except (OSError, AttributeError, ValueError):
+        _unlink(path)
+        return 0
+
+
+def release_space(run_dir: str | os.PathLike) -> bool:
+    """Free the space :func:`reserve_space` set aside; True when there was some."""
+    path = Path(run_dir) / RESERVE_FILE
+    existed = path.exists()
+    _unlink(path)
+    return existed
+
+
+def temp_files(run_dir: str | os.PathLike, pid: int | None = None) -> list[Path]:
+    """kgtuner's own temporary files in ``run_dir`` (``.<file>.tmp<pid>``, left by a write that failed or a
+    driver that was killed while writing), of process ``pid`` or of any process."""
+    pattern = f".*.tmp{pid}*" if pid is not None else ".*.tmp[0-9]*"
+    return sorted(Path(p) for p in glob.glob(str(Path(run_dir) / pattern)))
+
+
+def remove_temp_files(run_dir: str | os.PathLike, pid: int | None = None) -> list[Path]:
+    """Remove :func:`temp_files` (the finished files they were meant to replace are whole); return them."""
+    found = temp_files(run_dir, pid)
+    for path in found:
+        _unlink(path)
+    return found
+
+
+def disk_full_message(run_dir: str | os.PathLike, what: str, exc: BaseException | None = None,
+                      resumable: bool = True) -> str:
+    """The one line of a search stopped by a full disk: which directory, what failed, what to do."""
+    run_dir = Path(run_dir)
+    reason = getattr(exc, "strerror", None) or "No space left on device"
+    head = f"the disk of the run directory {run_dir} is full ({reason} while writing {what})"
+    if not resumable:
+        return (f"{head}; nothing of the search was saved: free some space there (or choose a hydra.run.dir on a "
+                "larger disk) and run the same command again")
+    return (f"{head}: the search stopped; the trials finished so far are kept in {run_dir / TRIALS_FILE}. Free some "
+            f"space there (or move the run directory to a larger disk), then continue with: {resume_command(run_dir)}")
 
 
 def fingerprint(settings) -> dict:
@@ -188,8 +297,12 @@ def write_overrides(run_dir: str | os.PathLike, overrides) -> Path | None:
             "# at every launch). Resume with these plus: resume=true hydra.run.dir=<this directory>\n"
             + "".join(f"- {json.dumps(o)}\n" for o in kept) + ("[]\n" if not kept else ""))
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
     return path
 
 
@@ -291,10 +404,23 @@ class TuneSnapshot:
     path: Path | None
     trials: dict[str, str] = field(default_factory=dict)
     kgtuner_state: dict | None = None
+    #: The searcher's own view saved with it (a strategy's MetaSearcher): every trial it suggested, and those
+    #: still running then; None when the saved searcher is not one of kgtuner's strategy searchers.
+    searcher_trials: set[str] | None = None
+    searcher_running: set[str] = field(default_factory=set)
 
     def finished(self) -> set[str]:
         """Trials Tune will not run again (TERMINATED or ERROR)."""
         return {tid for tid, status in self.trials.items() if status in ("TERMINATED", "ERROR")}
+
+    def unknown_to_searcher(self, trial_ids) -> list[str]:
+        """Of ``trial_ids`` (trials with a finished row), those the saved searcher has not seen finish: it was
+        saved while they ran, or before they started. Without the searcher's view: those Tune's snapshot
+        does not hold as finished."""
+        if self.searcher_trials is None:
+            done = self.finished()
+            return [t for t in trial_ids if t not in done]
+        return [t for t in trial_ids if t not in self.searcher_trials or t in self.searcher_running]
 
 
 def _newest(search: Path, pattern: str) -> Path | None:
@@ -370,6 +496,8 @@ def tune_snapshot(run_dir: str | os.PathLike) -> TuneSnapshot:
             value = _check_saved_file(file.read_bytes())
         except (OSError, ValueError) as exc:
             raise _damaged(search, file.name, _reason(exc)) from None
+        if pattern.startswith("searcher") and isinstance(value, dict):
+            _searcher_view(snap, value)
         if pattern.startswith("callback") and isinstance(value, dict):
             for entry in value.values():
                 if isinstance(entry, dict) and isinstance(entry.get(SNAPSHOT_KEY), str):
@@ -378,3 +506,40 @@ def tune_snapshot(run_dir: str | os.PathLike) -> TuneSnapshot:
                     except ValueError as exc:
                         raise _damaged(search, file.name, _reason(exc)) from None
     return snap
+
+
+def _searcher_view(snap: TuneSnapshot, body: dict) -> None:
+    """The trials a saved strategy searcher (``MetaSearcher.get_state``: ``trial_stage``, ``running``) knows."""
+    from kgtuner.search import state as state_io
+
+    if body.get("format") != state_io.FORMAT:
+        return
+    try:  # the file's JSON is decoded once (state_io.load), the MetaSearcher's fields once more (its set_state)
+        state = state_io.decode(body.get("state"))
+        fields = state_io.decode(state.get("fields")) if isinstance(state, dict) else None
+    except (state_io.StateError, TypeError, ValueError, KeyError):
+        return
+    if not isinstance(fields, dict):
+        return
+    known, running = fields.get("trial_stage"), fields.get("running")
+    if isinstance(known, dict) and isinstance(running, (set, list, tuple)):
+        snap.searcher_trials = {str(t) for t in known}
+        snap.searcher_running = {str(t) for t in running}
+
+
+def mark_trials_finished(path: Path, trial_ids) -> list[str]:
+    """Set the status of ``trial_ids`` to TERMINATED in Tune's saved experiment state ``path``, so that
+    ``Tuner.restore`` does not run them again (their rows are kept and the restored searcher is told their
+    results: :meth:`kgtuner.tune.coordinator.Coordinator.on_searcher_restored`). Returns the ids changed."""
+    ids = {str(t) for t in trial_ids}
+    raw = json.loads(Path(path).read_text())
+    changed = []
+    for entry in raw["trial_data"]:
+        state = json.loads(entry[0]) if isinstance(entry[0], str) else entry[0]
+        if str(state.get("trial_id")) in ids and state.get("status") not in ("TERMINATED", "ERROR"):
+            state["status"] = "TERMINATED"
+            entry[0] = json.dumps(state, indent=2) if isinstance(entry[0], str) else state
+            changed.append(str(state["trial_id"]))
+    if changed:
+        atomic_json(Path(path), raw)
+    return changed

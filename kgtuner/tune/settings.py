@@ -26,7 +26,7 @@ TOP_LEVEL_KEYS = GROUPS + ("name", "seed", "resume", "final", "answer", "hydra")
 DATA_KEYS = ("name", "path", "unseen", "ogb_root")
 BUDGET_KEYS = ("seconds", "trials", "grace_fraction")
 TRIAL_KEYS = ("gpus", "cpus", "max_failures", "checkpoint_every_s", "stage1", "stage2", "inject_failures")
-STAGE_KEYS = ("max_steps", "valid_every", "patience")
+STAGE_KEYS = ("max_steps", "valid_every", "patience", "max_valid_triples")
 FINAL_KEYS = ("seeds",)
 
 
@@ -49,11 +49,13 @@ def _plain(node: Any) -> Any:
 
 @dataclass(frozen=True)
 class StageControls:
-    """Training controls of the trials of one stage (engine names)."""
+    """Training controls of the trials of one stage (engine names). ``max_valid_triples``: validation
+    ranks a fixed sample of that many valid triples (None: all; ``TrainConfig.max_valid_triples``)."""
 
     max_steps: int
     valid_every: int
     patience: int
+    max_valid_triples: int | None = None
 
     @classmethod
     def from_mapping(cls, section: str, cfg: Mapping[str, Any]) -> "StageControls":
@@ -63,10 +65,13 @@ class StageControls:
             max_steps=number(f"{section}.max_steps", cfg.get("max_steps"), integer=True, minimum=1),
             valid_every=number(f"{section}.valid_every", cfg.get("valid_every"), integer=True, minimum=1),
             patience=number(f"{section}.patience", cfg.get("patience"), integer=True, minimum=1),
+            max_valid_triples=number(f"{section}.max_valid_triples", cfg.get("max_valid_triples"), integer=True,
+                                     minimum=1, allow_none=True),
         )
 
-    def as_train_dict(self) -> dict[str, int]:
-        return {"max_steps": self.max_steps, "valid_every": self.valid_every, "patience": self.patience}
+    def as_train_dict(self) -> dict[str, int | None]:
+        return {"max_steps": self.max_steps, "valid_every": self.valid_every, "patience": self.patience,
+                "max_valid_triples": self.max_valid_triples}
 
 
 @dataclass(frozen=True)
@@ -203,7 +208,7 @@ class ExperimentSettings:
         resume = cfg.get("resume", False)
         if not isinstance(resume, bool):
             raise ConfigError(f"resume must be true or false, got {resume!r}")
-        return cls(
+        settings = cls(
             data=data,
             model=dict(cfg["model"]),
             space=dict(cfg["space"]),
@@ -219,3 +224,5 @@ class ExperimentSettings:
             name=str(cfg.get("name") or "kgtuner"),
             raw=dict(cfg),
         )
+        strategy.check_points(settings)  # search.points_to_evaluate against the space, before Ray starts
+        return settings

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from kgtuner.tune.report import TrialReport, split_config
+from kgtuner.tune.seeds import SEED_KEY, train_seed
 
 STATE_FILE = "trainer_state.pt"
 _GRAPH_CACHE: dict[str, tuple[Any, Any]] = {}
@@ -115,7 +116,8 @@ def _placement() -> tuple[str, str, str]:
 
 def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
                   checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
-                  experiment: str = "kgtuner", deadline_key: str | None = None, answer: dict | None = None) -> None:
+                  experiment: str = "kgtuner", deadline_key: str | None = None, answer: dict | None = None,
+                  experiment_seed: int = 0) -> None:
     """Ray Tune function trainable: train ``config`` on its stage's graph and report each validation.
 
     ``graphs``: graph key -> ``KnowledgeGraph.to_arrays()`` or its ObjectRef (every graph the search's
@@ -125,7 +127,9 @@ def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
     publishes the stage deadlines (:mod:`kgtuner.tune.deadlines`; a spec's ``deadline_unix`` is the
     fallback); the trial marks it ready just before its first training step. ``answer`` (``{"key",
     "stage", "keep"}``, :mod:`kgtuner.tune.answer_model`): the final report carries a checkpoint -- the
-    trial's record, plus its best-validation model when it can become the search's answer.
+    trial's record, plus its best-validation model when it can become the search's answer. The trial
+    trains with its own seed (:func:`kgtuner.tune.seeds.train_seed` of ``experiment_seed`` and its
+    ``trial_index``; a ``seed`` in ``config`` wins), reported as ``train_seed``.
     """
     started_unix = time.time()
     t0 = time.perf_counter()
@@ -142,6 +146,7 @@ def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
     torch.set_num_threads(_thread_count())
     hp, meta = split_config(config)
     stage = int(meta.get("stage", 2))
+    seed = train_seed(hp, meta.get("trial_index"), experiment_seed)
     spec = stages[stage]
     graph_key, controls = spec["graph_key"], spec["controls"]
     deadline = DeadlineWatch(deadline_key, stage, float(spec.get("deadline_unix", math.inf)))
@@ -155,7 +160,7 @@ def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
 
     def base_report() -> TrialReport:
         return TrialReport(stage=stage, step=best["step"], valid=dict(best["valid"] or {}),
-                           graph=graph_key.rsplit(":", 1)[0], node=node, node_ip=node_ip, gpu=gpu)
+                           graph=graph_key.rsplit(":", 1)[0], node=node, node_ip=node_ip, gpu=gpu, train_seed=seed)
 
     def final(status: str, error: str | None = None, test: dict | None = None, trained: dict | None = None) -> None:
         out = base_report().replace(done=True, status=status, error=error or "", started_unix=started_unix,
@@ -177,7 +182,7 @@ def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
             raise InjectedFailure(f"injected failure for trial number {meta['trial_index']} "
                                   "(test-only option trial.inject_failures)")
         kg, filter_index = worker_graph(graph_key, graphs[graph_key], limit=max(2, len(graphs)))
-        cfg = TrainConfig.from_dict({**controls, **hp, "model": model})
+        cfg = TrainConfig.from_dict({**controls, **hp, "model": model, SEED_KEY: seed})
         trainer_box: dict[str, Any] = {}
 
         def on_validation(report: dict) -> bool:
@@ -266,7 +271,8 @@ def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
 
 def make_trainable(*, graphs: dict, stages: dict, model: str, resources: dict,
                    checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
-                   experiment: str = "kgtuner", deadline_key: str | None = None, answer: dict | None = None):
+                   experiment: str = "kgtuner", deadline_key: str | None = None, answer: dict | None = None,
+                   experiment_seed: int = 0):
     """``kgtuner_trial`` bound to the search's graphs and stages and to per-trial resources.
 
     ``graphs``: graph key -> ``ObjectRef`` of the graph's ``to_arrays()`` from one ``ray.put`` each by the
@@ -279,5 +285,6 @@ def make_trainable(*, graphs: dict, stages: dict, model: str, resources: dict,
     fn = tune.with_parameters(kgtuner_trial, graphs=dict(graphs),
                               stages={int(k): dict(v) for k, v in stages.items()}, model=model,
                               checkpoint_every_s=checkpoint_every_s, inject_failures=tuple(inject_failures),
-                              experiment=experiment, deadline_key=deadline_key, answer=dict(answer) if answer else None)
+                              experiment=experiment, deadline_key=deadline_key, answer=dict(answer) if answer else None,
+                              experiment_seed=int(experiment_seed))
     return tune.with_resources(fn, resources)

@@ -14,8 +14,9 @@ strategy:
   :meth:`graphs`), its stages and their deadlines (:meth:`stages`: graph, training controls, active
   second at which the stage ends), its searcher (:meth:`searcher`, usually a
   :class:`~kgtuner.tune.strategies.meta.MetaSearcher`) and scheduler (:meth:`scheduler`);
-* how it picks the answer (:meth:`best_row`, :meth:`answer_stage`, :meth:`warnings`,
-  :meth:`describe_answer`), and what it adds to the summary (:meth:`summary`, :meth:`stage_labels`);
+* how it picks the answer (:meth:`best_row`, :meth:`answer_stage`, :meth:`from_subgraph`,
+  :meth:`stage1_sizes`, :meth:`warnings`, :meth:`describe_answer`), and what it adds to the summary
+  (:meth:`summary`, :meth:`stage_labels`);
 * its own reactions to the search's typed events (:meth:`on_event`: log lines, ``kgtuner_state.json``
   entries).
 """
@@ -36,7 +37,12 @@ from kgtuner.tune.results import ResultsStore
 
 #: ``search`` keys every strategy has (``early_stop``/``asha`` are then allowed or refused by its
 #: ``early_stop_policy``, with the reason).
-COMMON_SEARCH_KEYS = ("name", "early_stop", "asha")
+COMMON_SEARCH_KEYS = ("name", "early_stop", "asha", "warm_start", "points_to_evaluate")
+
+#: Searcher kinds that can use an earlier run's rows (``search.warm_start``): RF+BORE, as prior observations
+#: labelled per group. (TPE's Optuna study runs kgtuner's conditional space define-by-run, and Ray's
+#: ``OptunaSearch.add_evaluated_point`` refuses such a study; random search would ignore the rows.)
+WARM_KINDS = ("rf_bore",)
 
 
 #: Subgraph samplers of ``kgtuner.data.sample_subgraph``.
@@ -113,6 +119,46 @@ class Strategy:
 
         for group, kind in cls.searcher_kinds(search).items():
             check_searcher_keys(search, group, kind)
+        points = search.get("points_to_evaluate")
+        if points is not None and (not isinstance(points, (list, tuple)) or
+                                   not all(isinstance(p, Mapping) for p in points)):
+            raise ConfigError(f"search.points_to_evaluate must be a list of configurations (mappings of "
+                              f"hyper-parameters), got {points!r}")
+        if search.get("warm_start"):
+            if cls.warm_kind(search) not in WARM_KINDS:
+                raise ConfigError(f"search.warm_start works with the RF+BORE searches (kgtuner, kgtuner_asha, rf_bore), "
+                                  f"not search={name}: its searcher cannot take the earlier rows; drop "
+                                  "search.warm_start or choose one of those")
+            from kgtuner.tune.warm_start import load_sources
+
+            load_sources(search.get("warm_start"))  # every source readable, or one line naming the file
+
+    @classmethod
+    def check_points(cls, settings) -> None:
+        """``search.points_to_evaluate`` checked against the space (the dataset's name from ``data``), so a bad
+        entry is one line before Ray starts (the searcher checks them again over the loaded graph's space)."""
+        points = settings.search.get("points_to_evaluate")
+        if not points:
+            return
+        from pathlib import Path
+
+        from kgtuner.search import load_space
+
+        data = settings.data
+        dataset = Path(str(data.get("path"))).name if data.get("name") == "folder" else data.get("name")
+        space = load_space(settings.space, model=settings.model_name, dataset=dataset)
+        for i, point in enumerate(points):
+            space.check_config(cls.point_for_space(point, space), f"search.points_to_evaluate[{i}]")
+
+    @classmethod
+    def point_for_space(cls, point: Mapping[str, Any], space) -> dict:
+        """A ``search.points_to_evaluate`` entry as the searcher receives it (KGTuner: at stage-1 sizes)."""
+        return dict(point)
+
+    @classmethod
+    def warm_kind(cls, search: Mapping[str, Any]) -> str:
+        """The searcher kind that receives ``search.warm_start``'s rows."""
+        return "rf_bore"
 
     @classmethod
     def parse(cls, search: Mapping[str, Any], budget: Budget, trial) -> Any:
@@ -198,6 +244,40 @@ class Strategy:
         """The Tune searcher of the search (it answers FINISHED at the end of the budget)."""
         raise NotImplementedError
 
+    def points(self) -> list[dict]:
+        """``search.points_to_evaluate``: configurations run first (checked by the searcher against its space)."""
+        return [dict(p) for p in self.settings.search.get("points_to_evaluate") or []]
+
+    def warm_groups(self) -> list:
+        """``search.warm_start``'s row groups (:class:`kgtuner.tune.warm_start.WarmRows`), read once."""
+        if getattr(self, "_warm", None) is None:
+            from kgtuner.tune.warm_start import load_sources
+
+            self._warm, self._warm_sources = load_sources(self.settings.search.get("warm_start"))
+            self.warm_report: list[dict] = []
+        return self._warm
+
+    def apply_warm_start(self, searcher, graph_name: str, label: str) -> int:
+        """Give the RF+BORE ``searcher`` the earlier runs' rows as prior observations, each group labelled
+        among its own rows; rows measured on ``graph_name`` are its own fidelity (never proposed again).
+        Returns the rows used; ``warm_report`` records each group (rows outside the space are dropped)."""
+        used = 0
+        for g in self.warm_groups():
+            same = g.graph == graph_name
+            n = searcher.add_prior_observations(g.rows, g.group, same_fidelity=same)
+            used += n
+            self.warm_report.append({"searcher": label, "group": g.group, "source": g.source, "graph": g.graph,
+                                     "stage": g.stage, "rows": len(g.rows), "used": int(n),
+                                     "dropped": len(g.rows) - int(n), "same_fidelity": same})
+        return used
+
+    def warm_summary(self) -> dict | None:
+        """summary.json's ``warm_start``: the sources and, per searcher and group, the rows used and dropped."""
+        if not self.settings.search.get("warm_start"):
+            return None
+        self.warm_groups()
+        return {"sources": list(self._warm_sources), "groups": list(self.warm_report)}
+
     def scheduler(self):
         """The Tune scheduler: ASHA per stage when ``search.early_stop=asha``, else None (FIFO)."""
         return make_scheduler(self.settings.early_stop_settings(),
@@ -220,8 +300,13 @@ class Strategy:
         """True when the answer's metrics were measured on a reduced graph (summary's ``best.from_subgraph``)."""
         return False
 
+    def stage1_sizes(self, best: dict | None) -> bool:
+        """True when the answer was trained at KGTuner's reduced stage-1 sizes (batch size, dimension, steps),
+        on a subgraph (:meth:`from_subgraph`) or not (``search.subgraph_ratio=1``): ``best.stage1_sizes``."""
+        return False
+
     def warnings(self, best: dict | None) -> list[str]:
-        """summary.json's ``warnings`` about the answer."""
+        """summary.json's ``warnings`` about the answer: never a silent reduced-fidelity answer."""
         return []
 
     def describe_answer(self, best: dict, state: Mapping[str, Any], early_stopped: bool) -> dict:

@@ -12,7 +12,9 @@ epoch share e_r: ``combined`` (GraSH's default) g_r = e_r = sqrt(f_r); ``graph``
 GraSH's k-core reduction) for ``max_steps x e_r x (train triples of the round's graph / of the full
 graph)`` steps, so an "epoch" keeps its meaning on a smaller graph. Round 0 draws ``n`` random
 configurations from the full space; round r+1 runs the top ceil(n_r / eta) of round r by
-validation MRR (failed trials rank last); the answer is the best trial of the last round reached.
+validation MRR (failed trials rank last); the answer is the best trial of the last round reached (one
+of an earlier round, e.g. when the last round's window passed before it could start, is flagged:
+``best.from_subgraph`` when its graph was a subgraph, and a warning in every case).
 
 Why the rounds are kgtuner's own and not Ray Tune's ASHAScheduler/HyperBandScheduler: those
 schedulers pause or stop *one* trial that keeps training on the same data, so they can express the
@@ -25,7 +27,8 @@ Budget (the same active-seconds accounting as every search): with ``budget.secon
 ends by (r+1) B / R at the latest (its running trials then stop at their next step, ranked by their
 best validation MRR so far); with ``num_configs: null`` round 0 draws configurations until its
 window ends; a round that finishes early hands its time to the next. With ``budget.trials`` = T,
-n is the largest n with sum_r ceil(n / eta^r) <= T (unless ``num_configs`` is given).
+n is the largest n with sum_r ceil(n / eta^r) <= T, so GraSH runs at most T trials (exactly T only when the
+rounds add up to it); a ``num_configs`` whose rounds need more than T trials is refused.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from kgtuner.errors import ConfigError, DataError
 from kgtuner.tune import events
 from kgtuner.tune.budget import Budget
 from kgtuner.tune.strategies.base import StageSpec, Strategy, graph_key, parse_sampler, train_controls
-from kgtuner.tune.strategies.meta import MetaSearcher
+from kgtuner.tune.strategies.meta import MetaSearcher, add_evaluated
 from kgtuner.validation import number
 
 #: ``search.variant`` names: which fidelity dimension(s) the rounds reduce.
@@ -121,6 +124,12 @@ class GraSHConfig:
                   variant=str(variant), subgraph_sampler=sampler)
         if budget is not None and not budget.timed and cfg.num_configs is None:
             configs_for_trials(int(budget.trials), cfg.eta, cfg.rounds)
+        elif budget is not None and not budget.timed:
+            total = sum(round_sizes(cfg.num_configs, cfg.eta, cfg.rounds))
+            if total > int(budget.trials):
+                raise ConfigError(f"search.num_configs={cfg.num_configs} runs {total} trials in {cfg.rounds} rounds, "
+                                  f"more than budget.trials={budget.trials}; lower search.num_configs or set it to "
+                                  "null (the most configurations that fit the trial budget)")
         return cfg
 
     def fidelities(self) -> list[Fidelity]:
@@ -357,6 +366,17 @@ class GraSHSearcher(MetaSearcher):
             failed = score is None
             self.initial.on_trial_complete(trial_id, result=None if failed else result, error=failed)
 
+    def _adopt(self, trial_id, stage, config, score, early, trial_index) -> bool:
+        r = stage - 1
+        if not 0 <= r < self.rounds:
+            return False
+        self.suggested[r] += 1  # a round's queue is started in rank order: the first ones ran
+        self.trial_order[trial_id] = self.index if trial_index is None else int(trial_index)
+        self.scores[trial_id] = -math.inf if score is None else score
+        if r == 0:
+            add_evaluated(self.initial, config, score)
+        return True
+
 
 # ----------------------------------------------------------------------------------------- strategy
 class GraSH(Strategy):
@@ -395,13 +415,17 @@ class GraSH(Strategy):
     def stage_gauge(self, stage: int) -> int:
         return 2 if stage >= self.options.rounds else 1
 
+    @classmethod
+    def warm_kind(cls, search) -> str:
+        return "random"  # round 1 is random search: search.warm_start is refused
+
     # ------------------------------------------------------------------ the search
     def searcher(self, space, slots: int) -> GraSHSearcher:
         from kgtuner.search import make_searcher
 
         s, config = self.settings, self.options
         initial = make_searcher(s.search, space, metric="valid_mrr", mode="max", max_concurrent=None, seed=s.seed,
-                                kind="random")  # round 1: random search, search.searcher its arguments
+                                kind="random", points_to_evaluate=self.points())  # round 1: random search
         return GraSHSearcher(initial, rounds=config.rounds, eta=config.eta, n=config.initial_configs(s.budget),
                              round_ends=config.round_ends(s.budget), end_s=s.budget.end_s, max_concurrent=slots)
 
@@ -419,9 +443,34 @@ class GraSH(Strategy):
                 return store.best(stage)
         return None
 
+    def _fidelity(self, best: dict | None) -> Fidelity | None:
+        """The fidelity of the answer's round, or None (no answer, or an answer of the last round)."""
+        if best is None or int(best["stage"]) >= self.options.rounds:
+            return None
+        return self.options.fidelities()[int(best["stage"]) - 1]
+
+    def from_subgraph(self, best: dict | None) -> bool:
+        fid = self._fidelity(best)
+        return bool(fid is not None and fid.graph_share < 1.0)
+
+    def warnings(self, best: dict | None) -> list[str]:
+        """An answer from a round before the last (a round skipped at its deadline, or stopped early) is never
+        silent: it trained at that round's fidelity."""
+        fid = self._fidelity(best)
+        if fid is None:
+            return []
+        where = (f"on round {fid.round + 1}'s {self.options.subgraph_sampler} subgraph ({fid.graph_share:.3g} of the "
+                 "entities), not on the dataset" if self.from_subgraph(best) else "on the full graph")
+        return [f"GraSH did not finish its last round (round {self.options.rounds}), so the answer is the best trial "
+                f"of round {fid.round + 1}: it trained at that round's fidelity ({fid.epoch_share:.3g} of the epochs) "
+                f"and its metrics were measured {where}; retrain it (python -m kgtuner.train --config-dir <run dir> "
+                "--config-name best_config) or rerun with a larger budget"]
+
     def describe_answer(self, best: dict, state, early_stopped: bool) -> dict:
         stage = int(best["stage"])
         text = f"GraSH round {stage} of {self.options.rounds}: successive halving on growing subgraphs"
+        if self._fidelity(best) is not None:
+            text += " (the last round was not reached: a reduced-fidelity answer)"
         if early_stopped:
             text += "; stopped early by ASHA (no fully trained trial)"
         return {"search": self.settings.search_name, "stage": stage, "searcher": "successive halving",

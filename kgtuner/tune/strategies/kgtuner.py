@@ -11,8 +11,14 @@ Algorithm (paper, Algorithm 1), as run here:
    1 closed; a trial still running then is ranked by its best value so far (or left out without one)
    and named in the log. The wait is part of the budget (``summary.json["budget"]["switch_wait_s"]``);
 3. the top-k (``top_k``) stage-1 configurations are expanded in batch x dim
-   (``kgtuner.search.stage2_candidates``) and a *fresh* RF+BORE in finite-candidate mode
-   (``stage2_searcher``) chooses among them on the full graph until B (or the candidates are exhausted);
+   (``kgtuner.search.stage2_candidates``) and RF+BORE in finite-candidate mode (``stage2_searcher``)
+   chooses among them on the full graph until B. With ``stage2_start: warm`` (the reference code's
+   ``pretrain``) its forest starts from *every* stage-1 row (failures as the worst class, ASHA-stopped
+   rows as low-fidelity ones), BORE-labelled within stage 1's rows while full-graph rows are labelled
+   among themselves, so the forest ranks the candidates from the first stage-2 suggestion;
+   ``stage2_start: ordered`` starts a fresh forest that proposes the candidates in stage-1 order
+   until ``n_initial`` have finished. When every candidate has been proposed and budget is left, the
+   same forest explores the decoupled space at stage-2 sizes (``stage2_searcher.exhausted: explore``);
 4. the answer is the best stage-2 trial; if stage 2 produced none, the best stage-1 trial, flagged
    (``best.from_subgraph``, a warning): its metrics were measured on the subgraph.
 
@@ -33,8 +39,13 @@ from ray.tune.search import Searcher
 from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
 from kgtuner.tune import events
 from kgtuner.tune.strategies.base import StageSpec, Strategy, graph_key, parse_sampler, train_controls
-from kgtuner.tune.strategies.meta import MetaSearcher
+from kgtuner.tune.strategies.meta import MetaSearcher, add_evaluated
+from kgtuner.errors import ConfigError
+from kgtuner.search.rf_bore import FIDELITY_KEYS
 from kgtuner.validation import number
+
+#: ``search.stage2_start``: how stage 2's forest begins (see the module docstring).
+STAGE2_STARTS = ("warm", "ordered")
 
 #: summary.json's warning (and the log's) when the answer comes from stage 1.
 SUBGRAPH_ANSWER_WARNING = (
@@ -42,6 +53,13 @@ SUBGRAPH_ANSWER_WARNING = (
     "uses stage 1's batch size and dimension and its metrics were measured on the stage-1 subgraph, "
     "not on the dataset; retrain it on the full graph (python -m kgtuner.train --config-dir <run dir> "
     "--config-name best_config) or rerun with a larger budget")
+#: The same when stage 1 trained on the full graph (``search.subgraph_ratio=1``): not a subgraph answer,
+#: but one trained at stage 1's sizes and steps.
+STAGE1_SIZES_WARNING = (
+    "stage 2 produced no successful trial, so the answer is the best STAGE-1 trial: it trained on the full "
+    "graph (search.subgraph_ratio=1) but at stage 1's batch size and dimension and for trial.stage1's steps, "
+    "so its metrics are not those of a stage-2 training; retrain it (python -m kgtuner.train --config-dir "
+    "<run dir> --config-name best_config) or rerun with a larger budget")
 
 
 # ----------------------------------------------------------------------------------------- searcher
@@ -52,6 +70,8 @@ class StagedSearcher(MetaSearcher):
         stage1: the stage-1 searcher.
         stage2_factory: ``f(candidates) -> Searcher`` building the stage-2 searcher (picklable, e.g. a
             ``functools.partial``).
+        warm_start: fit the stage-2 forest on every stage-1 observation at the switch (its
+            ``add_prior_observations``), else it starts empty.
         expand: ``f(top_configs) -> candidates`` (picklable).
         stage1_end_s / end_s: active seconds at which stage 1 / the search stop suggesting.
         grace_s: longest wait, after stage 1 closed, for the running stage-1 trials to end before
@@ -66,7 +86,7 @@ class StagedSearcher(MetaSearcher):
     def __init__(self, stage1: Searcher, *, stage2_factory: Callable, expand: Callable,
                  stage1_end_s: float = math.inf, end_s: float = math.inf, stage1_trials: int | None = None,
                  stage2_trials: int | None = None, top_k: int = 10, max_concurrent: int | None = None,
-                 grace_s: float = math.inf, **kwargs):
+                 grace_s: float = math.inf, warm_start: bool = True, **kwargs):
         super().__init__(max_concurrent=max_concurrent, **kwargs)
         self.inner1 = stage1
         self.inner2: Searcher | None = None
@@ -85,6 +105,10 @@ class StagedSearcher(MetaSearcher):
         self.stage1_early: dict[str, tuple[dict, float, int]] = {}  # stopped by ASHA: (config, mrr, rung)
         self.top: list[dict] = []
         self.candidates: list[dict] = []
+        self.warm_start = bool(warm_start)  # stage 2's forest starts from the stage-1 rows
+        self.prior_observations = 0         # stage-1 rows the stage-2 forest holds
+        self.explore_from_index: int | None = None  # first trial_index after the candidates ran out
+        self.adopted2: list[list] = []  # stage-2 trials that finished after the saved state, before the switch
 
     # ---- helpers ---------------------------------------------------------------------------
     def _stage_over(self, stage: int) -> bool:
@@ -138,8 +162,20 @@ class StagedSearcher(MetaSearcher):
         self.switch_wait_s = max(0.0, waited)
         self.candidates = list(self.expand(self.top))
         self.inner2 = self.stage2_factory(self.candidates)
+        if self.warm_start:
+            self.prior_observations = self.inner2.add_prior_observations(self._stage1_observations(), "stage1")
+        for config, score, rung in self.adopted2:  # finished stage-2 trials a resume kept (adopt_finished)
+            add_evaluated(self.inner2, config, score, rung)
+        self.adopted2 = []
         self.phase = 2
-        events.notify(events.StageSwitched(2, list(self.top), list(self.candidates), self.switch_wait_s))
+        events.notify(events.StageSwitched(2, list(self.top), list(self.candidates), self.switch_wait_s,
+                                           self.prior_observations))
+
+    def _stage1_observations(self) -> list[tuple[dict, float | None, int | None]]:
+        """Every stage-1 row the stage-1 searcher holds: (config, value or None if failed, rung or None)."""
+        obs = [(cfg, value, None) for cfg, value in self.inner1.observations()]
+        obs += [(cfg, None, rung) for cfg, rung in self.inner1.early_stopped_observations()]
+        return obs
 
     # ---- MetaSearcher hooks ----------------------------------------------------------------
     def _next(self, trial_id: str):
@@ -156,6 +192,10 @@ class StagedSearcher(MetaSearcher):
             return self._finish()
         if not self._slot_free(stage):
             return None
+        if (stage == 2 and self.explore_from_index is None and getattr(self.inner2, "candidates_left", None) == 0
+                and getattr(self.inner2, "exhausted", "finish") == "explore"):
+            self.explore_from_index = self.index
+            events.notify(events.CandidatesExhausted(len(self.candidates), self.index))
         inner = self.inner1 if stage == 1 else self.inner2
         config = inner.suggest(trial_id)
         if config is None:
@@ -186,6 +226,12 @@ class StagedSearcher(MetaSearcher):
         if inner is None:
             return
         stage = self.trial_stage[trial_id]
+        if stage == 1 and self.phase == 2 and self.warm_start and self.inner2 is not None:
+            # a stage-1 trial that ended after the switch (past the grace): one more prior row
+            rung = int(early.rung) if early is not None and score is not None else None
+            self.prior_observations += self.inner2.add_prior_observations(
+                [(self.configs[trial_id], None if rung is not None else score, rung)], "stage1")
+            events.notify(events.PriorObservationsAdded(self.prior_observations))
         if score is None:
             inner.on_trial_complete(trial_id, result=None, error=True)
             return
@@ -199,12 +245,35 @@ class StagedSearcher(MetaSearcher):
         if stage == 1:
             self.stage1_scores[trial_id] = (self.configs[trial_id], score)
 
+    def _adopt(self, trial_id, stage, config, score, early, trial_index) -> bool:
+        if stage not in self.suggested:
+            return False
+        self.suggested[stage] += 1  # counts against the stage's share of a trial budget
+        rung = int(early.rung) if early is not None and score is not None else None
+        if stage == 2 and self.inner2 is None:  # its searcher is built at the switch, which feeds it (_switch)
+            self.adopted2.append([dict(config), score, rung])
+            return True
+        if stage == 1 and self.phase == 2 and self.warm_start and self.inner2 is not None:
+            self.prior_observations += self.inner2.add_prior_observations(
+                [(dict(config), None if rung is not None else score, rung)], "stage1")
+            events.notify(events.PriorObservationsAdded(self.prior_observations))
+        add_evaluated(self.inner1 if stage == 1 else self.inner2, config, score, rung)
+        if stage == 1 and score is not None:
+            if rung is not None:
+                self.stage1_early[trial_id] = (dict(config), score, rung)
+            else:
+                self.stage1_scores[trial_id] = (dict(config), score)
+        return True
 
-def _stage2_searcher(candidates, *, search_cfg, space, max_concurrent, seed):
+
+def _stage2_searcher(candidates, *, search_cfg, space, max_concurrent, seed, warm=()):
     from kgtuner.search import make_stage2_searcher
 
-    return make_stage2_searcher(search_cfg, list(candidates), space, metric="valid_mrr", mode="max",
-                                max_concurrent=max_concurrent, seed=seed)
+    searcher = make_stage2_searcher(search_cfg, list(candidates), space, metric="valid_mrr", mode="max",
+                                    max_concurrent=max_concurrent, seed=seed)
+    for group, rows, same in warm:  # search.warm_start: earlier runs' rows, each group labelled among itself
+        searcher.add_prior_observations(rows, group, same_fidelity=same)
+    return searcher
 
 
 def _expand(top_configs, *, space):
@@ -215,19 +284,35 @@ def _expand(top_configs, *, space):
 
 def make_staged_searcher(search_cfg: Mapping[str, Any], space, *, slots: int, seed: int, stage1_end_s: float,
                          end_s: float, grace_s: float, top_k: int, stage1_trials: int | None = None,
-                         stage2_trials: int | None = None) -> StagedSearcher:
-    """KGTuner's searcher: RF+BORE (``search.searcher``) in stage 1, a fresh forest over the expanded
-    top-k (``search.stage2_searcher``, seeded ``seed + 1``) in stage 2."""
+                         stage2_trials: int | None = None, warm_start: bool = True, points=None,
+                         stage2_warm=()) -> StagedSearcher:
+    """KGTuner's searcher: RF+BORE (``search.searcher``) in stage 1, a forest over the expanded top-k
+    (``search.stage2_searcher``, seeded ``seed + 1``) in stage 2, warm-started with every stage-1 row
+    (``warm_start``) or fresh. ``points``: stage-1 configurations run first; ``stage2_warm``: (group, rows,
+    same_fidelity) of earlier runs for the stage-2 forest (``search.warm_start``)."""
     from kgtuner.search import make_searcher
 
     stage1 = make_searcher(search_cfg, space, metric="valid_mrr", mode="max", max_concurrent=slots, seed=seed,
-                           kind="rf_bore")
+                           kind="rf_bore", points_to_evaluate=points)
     return StagedSearcher(
         stage1, stage2_factory=functools.partial(_stage2_searcher, search_cfg=dict(search_cfg), space=space,
-                                                 max_concurrent=slots, seed=seed + 1),
+                                                 max_concurrent=slots, seed=seed + 1, warm=tuple(stage2_warm)),
         expand=functools.partial(_expand, space=space), stage1_end_s=stage1_end_s, end_s=end_s,
         stage1_trials=stage1_trials, stage2_trials=stage2_trials, top_k=top_k, max_concurrent=slots,
-        grace_s=grace_s)
+        grace_s=grace_s, warm_start=warm_start)
+
+
+def stage1_point(point: Mapping[str, Any], space) -> dict:
+    """A ``search.points_to_evaluate`` entry as a stage-1 configuration: a batch size or dimension the
+    decoupled space fixes for stage 1 takes that value (a published configuration's sizes are stage 2's;
+    its expansions reach stage 2 if it ranks in the top-k)."""
+    out = dict(point)
+    for key in FIDELITY_KEYS:
+        if key in out and key in space.names:
+            values = getattr(space[key], "values", None)
+            if values is not None and len(values) == 1:
+                out[key] = values[0]
+    return out
 
 
 # ----------------------------------------------------------------------------------------- strategy
@@ -238,6 +323,7 @@ class KGTunerOptions:
     subgraph_ratio: float = 0.2
     subgraph_sampler: str = "multi_rw"
     top_k: int = 10
+    stage2_start: str = "warm"
 
 
 class KGTuner(Strategy):
@@ -245,7 +331,7 @@ class KGTuner(Strategy):
 
     names = ("kgtuner",)
     two_stage = True
-    search_keys = ("subgraph_ratio", "subgraph_sampler", "stage1_fraction", "top_k")
+    search_keys = ("subgraph_ratio", "subgraph_sampler", "stage1_fraction", "top_k", "stage2_start")
     searcher_groups = {"searcher": "rf_bore", "stage2_searcher": "stage2"}
 
     def __init__(self, settings):
@@ -257,7 +343,17 @@ class KGTuner(Strategy):
         ratio = number("search.subgraph_ratio", search.get("subgraph_ratio", 0.2), minimum=0, maximum=1,
                        low_open=True)
         top_k = number("search.top_k", search.get("top_k", 10), integer=True, minimum=1)
-        return KGTunerOptions(subgraph_ratio=ratio, subgraph_sampler=parse_sampler(search, "multi_rw"), top_k=top_k)
+        start = search.get("stage2_start", "warm")
+        if start not in STAGE2_STARTS:
+            raise ConfigError(f"search.stage2_start must be one of {', '.join(STAGE2_STARTS)}, got {start!r} "
+                              "(warm: the stage-2 forest starts from every stage-1 row; ordered: a fresh forest, "
+                              "candidates in stage-1 order first)")
+        return KGTunerOptions(subgraph_ratio=ratio, subgraph_sampler=parse_sampler(search, "multi_rw"), top_k=top_k,
+                              stage2_start=start)
+
+    @classmethod
+    def point_for_space(cls, point, space) -> dict:
+        return stage1_point(point, space)
 
     @classmethod
     def budget_split(cls, search) -> float:
@@ -304,9 +400,25 @@ class KGTuner(Strategy):
     def searcher(self, space, slots: int) -> StagedSearcher:
         s = self.settings
         budget = s.budget
-        return make_staged_searcher(s.search, space, slots=slots, seed=s.seed, stage1_end_s=budget.stage_window(1, 2)[1],
-                                    end_s=budget.end_s, grace_s=budget.grace_s, top_k=self.options.top_k,
-                                    stage1_trials=budget.stage_trials(1, 2), stage2_trials=budget.stage_trials(2, 2))
+        groups = self.warm_groups()
+        stage2_warm = [(g.group, g.rows, g.graph == self.full.name) for g in groups]
+        searcher = make_staged_searcher(s.search, space, slots=slots, seed=s.seed,
+                                        stage1_end_s=budget.stage_window(1, 2)[1], end_s=budget.end_s,
+                                        grace_s=budget.grace_s, top_k=self.options.top_k,
+                                        stage1_trials=budget.stage_trials(1, 2),
+                                        stage2_trials=budget.stage_trials(2, 2),
+                                        warm_start=self.options.stage2_start == "warm",
+                                        points=[self.point_for_space(p, space) for p in self.points()],
+                                        stage2_warm=stage2_warm)
+        if groups:
+            self.apply_warm_start(searcher.inner1, self.sub.name, "stage1")
+            enc = space.stage2_space() if space.stage2 is not None else space
+            for g in groups:  # the stage-2 forest gets them at the switch; the same rows fit its space or not
+                kept = int(enc.encode_foreign([r[0] for r in g.rows], free=FIDELITY_KEYS)[1].sum())
+                self.warm_report.append({"searcher": "stage2", "group": g.group, "source": g.source, "graph": g.graph,
+                                         "stage": g.stage, "rows": len(g.rows), "used": kept,
+                                         "dropped": len(g.rows) - kept, "same_fidelity": g.graph == self.full.name})
+        return searcher
 
     def describe(self, space_name: str, slots: int, resources: dict) -> str:
         s = self.settings
@@ -321,8 +433,13 @@ class KGTuner(Strategy):
     def from_subgraph(self, best: dict | None) -> bool:
         return bool(best is not None and int(best["stage"]) == 1 and self.options.subgraph_ratio < 1)
 
+    def stage1_sizes(self, best: dict | None) -> bool:
+        return bool(best is not None and int(best["stage"]) == 1)
+
     def warnings(self, best: dict | None) -> list[str]:
-        return [SUBGRAPH_ANSWER_WARNING] if self.from_subgraph(best) else []
+        if self.from_subgraph(best):
+            return [SUBGRAPH_ANSWER_WARNING]
+        return [STAGE1_SIZES_WARNING] if self.stage1_sizes(best) else []
 
     def describe_answer(self, best: dict, state: Mapping[str, Any], early_stopped: bool) -> dict:
         name = self.settings.search_name
@@ -335,8 +452,9 @@ class KGTuner(Strategy):
                     "configurations expanded in batch x dim, trained on the full graph")
         else:
             searcher = (search.get("searcher") or {}).get("name", "rf_bore")
-            text = (f"{name} stage 1 (subgraph): no stage-2 trial finished, so the answer is the best configuration "
-                    "found on the subgraph")
+            where = "the subgraph" if self.from_subgraph(best) else "the full graph at stage-1 sizes"
+            text = (f"{name} stage 1 ({where}): no stage-2 trial finished, so the answer is the best configuration "
+                    f"found on {where}")
         if early_stopped:
             text += "; stopped early by ASHA (no fully trained trial)"
         return {"search": name, "stage": stage, "searcher": searcher, "early_stopped": bool(early_stopped),
@@ -351,7 +469,17 @@ class KGTuner(Strategy):
                 "stage_switch_s": budget.stage1_end_s if budget.timed else None,
                 "stage2_started_s": state.get("switch_s"),
                 "stage2_top": len(state.get("top") or []),
-                "stage2_candidates": len(state.get("candidates") or [])}
+                "stage2_candidates": len(state.get("candidates") or []),
+                "stage2": self._stage2_summary(state, store), "warm_start": self.warm_summary()}
+
+    def _stage2_summary(self, state, store) -> dict:
+        """How stage 2 ran: its forest's start, and the exploration after the candidates ran out."""
+        first = state.get("exploration_first_index")
+        explored = 0 if first is None else sum(1 for r in store.rows(2) if int(r.get("trial_index", -1)) >= int(first))
+        return {"start": self.options.stage2_start,
+                "prior_observations": int(state.get("stage2_prior_observations") or 0),
+                "exploration_started_s": state.get("exploration_started_s"),
+                "explored_trials": explored}
 
     # ------------------------------------------------------------------ events
     def on_event(self, event, driver) -> None:
@@ -375,11 +503,24 @@ class KGTuner(Strategy):
                        + (f"{len(running) - len(ranked)} without any validation left out of the ranking"
                           if len(ranked) < len(running) else ""))
             driver.state["switch_unfinished"] = running
+        elif isinstance(event, events.PriorObservationsAdded):
+            driver.state["stage2_prior_observations"] = int(event.total)
+        elif isinstance(event, events.CandidatesExhausted):
+            driver.state.update(exploration_started_s=round(driver.elapsed(), 3),
+                                exploration_first_index=int(event.first_index))
+            driver.save_state()
+            driver.log(f"all {event.candidates} stage-2 candidates proposed at t={driver.elapsed():.1f}s with budget "
+                       "left: RF+BORE now explores the decoupled space at stage-2 sizes on the full graph, with "
+                       "the same forest, until the budget ends")
         elif isinstance(event, events.StageSwitched):
             driver.state.update(top=event.top, candidates=event.candidates, switch_s=round(driver.elapsed(), 3),
-                                switch_wait_s=round(float(event.wait_s), 3))
+                                switch_wait_s=round(float(event.wait_s), 3),
+                                stage2_prior_observations=int(event.prior_observations))
             driver.save_state()
             driver.log(f"stage switch at t={driver.elapsed():.1f}s, {event.wait_s:.1f}s after stage 1 ended (waiting "
                        f"for its running trials): top-{len(event.top)} of all stage-1 configurations expanded to "
-                       f"{len(event.candidates)} stage-2 candidates; RF+BORE re-initialised; trials now train on the "
-                       "full graph")
+                       f"{len(event.candidates)} stage-2 candidates; "
+                       + (f"RF+BORE's forest starts from the {event.prior_observations} stage-1 rows (labelled among "
+                          "themselves)" if self.options.stage2_start == "warm" else
+                          "a fresh RF+BORE forest, candidates in stage-1 order first")
+                       + "; trials now train on the full graph")

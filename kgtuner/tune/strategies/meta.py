@@ -20,8 +20,14 @@ TPE). What is common lives here:
   stage-2 forest, is rebuilt by :meth:`_rebuild`); fields named in ``REBUILT`` (factories: callables)
   are the constructor's and are not saved.
 
+* trials that finished after the saved state (a resume after a crash keeps their rows):
+  :meth:`adopt_finished` completes a trial the restored searcher knew as running, and records one it never
+  suggested (``trial_index``, the subclass's counts via :meth:`_adopt`, the inner searcher through
+  ``add_evaluated_point``: :func:`add_evaluated`); the driver is told when Tune restored the searcher
+  (``on_searcher_restored``).
+
 Subclasses implement :meth:`_next` (the next suggestion, None or FINISHED) and may override
-:meth:`_on_result` and :meth:`_on_complete`.
+:meth:`_on_result`, :meth:`_on_complete` and :meth:`_adopt`.
 """
 
 from __future__ import annotations
@@ -127,6 +133,42 @@ class MetaSearcher(DataStateSearcher):
         early = events.early_stop_of(trial_id) if score is not None else None
         self._on_complete(trial_id, result, score, early)
 
+    # ---- trials that finished after the saved state ----------------------------------------
+    def adopt_finished(self, trial_id: str, stage: int, config: dict, trial_index: int | None,
+                       result: dict | None, error: bool = False) -> bool:
+        """A trial that finished after this searcher's state was saved (the driver died before Tune saved
+        again; its row is in trials.parquet): take its result now, as if it had just completed, so that the
+        restored search neither runs it again nor forgets it. A trial this searcher suggested (running when
+        the state was saved) completes through :meth:`on_trial_complete`; one suggested after the save is
+        recorded as suggested -- its ``trial_index`` is never handed out again, it counts against a trial
+        budget -- and passed to :meth:`_adopt`. Returns False when the searcher cannot take it (the driver
+        then drops its row and the search runs another trial instead)."""
+        if trial_id in self.trial_stage:
+            if trial_id in self.running:
+                self.on_trial_complete(trial_id, result=None if error else result, error=error)
+            return True
+        score = None if error or result is None else TrialReport.from_dict(result).score()
+        early = events.early_stop_of(trial_id) if score is not None else None
+        self.trial_stage[trial_id] = int(stage)
+        self.configs[trial_id] = dict(config)
+        try:
+            adopted = self._adopt(trial_id, int(stage), dict(config), score, early, trial_index)
+        except Exception:  # noqa: BLE001 - e.g. an inner searcher without add_evaluated_point
+            adopted = False
+        if not adopted:
+            del self.trial_stage[trial_id], self.configs[trial_id]
+            return False
+        if trial_index is not None:
+            self.index = max(self.index, int(trial_index) + 1)
+        return True
+
+    def _adopt(self, trial_id: str, stage: int, config: dict, score: float | None,
+               early: events.TrialEarlyStopped | None, trial_index: int | None) -> bool:
+        """Record a finished trial this searcher never suggested (see :meth:`adopt_finished`; ``trial_stage``
+        and ``configs`` hold it already): count it as suggested, tell the inner searcher
+        (:func:`add_evaluated`). Returns False when the strategy cannot (the default)."""
+        return False
+
     # ---- state -----------------------------------------------------------------------------
     def restore(self, checkpoint_path: str) -> None:
         """Tune's resume. A state file that is not kgtuner's JSON (a pickle, a foreign or damaged file) is
@@ -138,6 +180,9 @@ class MetaSearcher(DataStateSearcher):
             self.done = True
             events.notify(events.SearchFailed(f"cannot resume the search: {exc}"))
             raise
+        hook = getattr(events.active(), "on_searcher_restored", None)  # trials that finished after this state
+        if hook is not None:
+            hook(self)
 
     def get_state(self) -> dict[str, Any]:
         # the whole instance (a field added later cannot be forgotten by a hand-kept list), as data:
@@ -161,3 +206,11 @@ class MetaSearcher(DataStateSearcher):
     def _rebuild(self, name: str) -> Searcher:
         """A fresh inner searcher for field ``name`` that was None at construction (its state is applied next)."""
         raise state_io.StateError(f"{type(self).__name__}: no rebuild for the inner searcher {name!r}")
+
+
+def add_evaluated(searcher: Searcher, config: dict, score: float | None, early: Any = None) -> None:
+    """Tell an inner searcher the result of a configuration it did not suggest (Ray's ``add_evaluated_point``):
+    ``score`` None is a failure; ``early`` (the scheduler's stop at a rung, or the rung) makes it a
+    low-fidelity observation."""
+    searcher.add_evaluated_point(dict(config), math.nan if score is None else float(score), error=score is None,
+                                 pruned=early is not None and score is not None)

@@ -15,7 +15,7 @@ from ray.tune.search import Searcher
 
 from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
 from kgtuner.tune.strategies.base import Strategy
-from kgtuner.tune.strategies.meta import MetaSearcher
+from kgtuner.tune.strategies.meta import MetaSearcher, add_evaluated
 
 #: Searches whose searchers take an early-stopped trial as a low-fidelity observation.
 WITH_EARLY_STOP = ("rf_bore", "random")
@@ -55,6 +55,10 @@ class OneStageSearcher(MetaSearcher):
         else:
             self.inner.on_trial_complete(trial_id, result=result, error=False)
 
+    def _adopt(self, trial_id, stage, config, score, early, trial_index) -> bool:
+        add_evaluated(self.inner, config, score, early)  # counted against a trial budget by its trial_index
+        return True
+
 
 class OneStage(Strategy):
     """Random search, TPE or RF+BORE over the whole budget on the full graph."""
@@ -64,6 +68,13 @@ class OneStage(Strategy):
     @classmethod
     def searcher_kinds(cls, search: Mapping[str, Any]) -> dict[str, str]:
         return {"searcher": str(search.get("name"))}  # the search's own searcher kind
+
+    @classmethod
+    def warm_kind(cls, search: Mapping[str, Any]) -> str:
+        return str(search.get("name"))
+
+    def summary(self, state, store) -> dict:
+        return {**super().summary(state, store), "warm_start": self.warm_summary()}
 
     @classmethod
     def early_stop_policy(cls, search: Mapping[str, Any]):
@@ -79,7 +90,9 @@ class OneStage(Strategy):
 
         s = self.settings
         inner = make_searcher(s.search, space, metric="valid_mrr", mode="max", max_concurrent=slots, seed=s.seed,
-                              kind=s.search_name)
+                              kind=s.search_name, points_to_evaluate=self.points())
+        if self.warm_groups():
+            self.apply_warm_start(inner, self.full.name, s.search_name)
         return OneStageSearcher(inner, end_s=s.budget.end_s, trials=s.budget.stage_trials(1, 1), max_concurrent=slots)
 
     def describe(self, space_name: str, slots: int, resources: dict) -> str:

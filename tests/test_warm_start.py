@@ -1,0 +1,146 @@
+"""search.warm_start and search.points_to_evaluate through the strategies (no Ray): earlier runs' rows as prior
+observations of the RF+BORE forests, known configurations first, one-line errors for bad sources."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from kgtuner.data import load_dataset
+from kgtuner.errors import ConfigError
+from kgtuner.paths import CONF_DIR
+from kgtuner.tune.results import make_row, rows_to_frame
+from kgtuner.tune.settings import ExperimentSettings
+
+FAST = ["search.searcher.n_trees=30", "search.searcher.n_candidates=500"]
+
+
+def _settings(*overrides) -> ExperimentSettings:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return ExperimentSettings.from_config(compose(config_name="config", overrides=list(overrides)))
+
+
+def _earlier_run(tmp_path, space, graph: str, stage: int = 1, n: int = 60) -> str:
+    """A trials.parquet of an earlier search on ``graph`` whose rows clearly favour loss=CE."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(n):
+        cfg = space.sample(rng)
+        good = cfg["loss"] == "CE"
+        rows.append(make_row(f"old{i}", stage, cfg, status="ok", valid={"mrr": (0.5 if good else 0.1) + 0.01 * rng.random()},
+                             graph=graph, trial_index=i))
+    rows.append(make_row("oldfail", stage, space.sample(rng), status="failed", error="boom", graph=graph))
+    run = tmp_path / "earlier"
+    run.mkdir()
+    rows_to_frame(rows).to_parquet(run / "trials.parquet")
+    (run / "summary.json").write_text(json.dumps({"dataset": "demo", "model": "complex", "search": "rf_bore"}))
+    return str(run)
+
+
+def _first(strategy, n=4):
+    space = strategy.space("demo")
+    searcher = strategy.searcher(space, n)
+    out = [searcher.suggest(f"t{i}") for i in range(n)]
+    return [c for c in out if isinstance(c, dict)], strategy
+
+
+def _one_stage(*overrides):
+    s = _settings("search=rf_bore", "model=complex", *FAST, *overrides).make_strategy()
+    s.prepare(load_dataset("demo"))
+    return s
+
+
+def test_a_warm_start_steers_the_first_suggestions_to_the_earlier_runs_best_region(tmp_path):
+    probe = _one_stage()
+    run = _earlier_run(tmp_path, probe.space("demo"), graph="demo")
+    warm, strategy = _first(_one_stage(f"search.warm_start=[{run}]"))
+    cold, _ = _first(_one_stage())
+    assert [c["loss"] for c in warm] == ["CE"] * 4  # the forest acts from the first suggestion
+    assert [c["loss"] for c in cold] != ["CE"] * 4  # cold: random initial suggestions
+    summary = strategy.warm_summary()
+    assert summary["sources"][0]["rows"] == 61 and summary["sources"][0]["search"] == "rf_bore"
+    (group,) = summary["groups"]
+    assert group["used"] == 61 and group["dropped"] == 0 and group["same_fidelity"] is True
+    # rows of the same graph are this search's fidelity: none of them is proposed again
+    earlier = {json.dumps(json.loads(c), sort_keys=True) for c in pd.read_parquet(f"{run}/trials.parquet").config_json}
+    assert not any(json.dumps({k: v for k, v in c.items() if k not in ("stage", "trial_index")}, sort_keys=True)
+                   in earlier for c in warm)
+
+
+def test_kgtuner_gives_earlier_rows_to_both_stages_and_drops_rows_outside_the_space(tmp_path):
+    strategy = _settings("search=kgtuner", "model=complex", *FAST).make_strategy()
+    dec = strategy.space("demo")
+    # an earlier KGTuner's stage-2 rows on the full graph (stage-2 sizes), and 5 rows with SGD: outside the space
+    run = _earlier_run(tmp_path, dec.stage2_space(), graph="demo", stage=2)
+    frame = pd.read_parquet(f"{run}/trials.parquet")
+    odd = frame.head(5).copy()
+    odd["trial_id"] = [f"sgd{i}" for i in range(5)]
+    odd["config_json"] = [json.dumps({**json.loads(c), "optimizer": "SGD"}) for c in odd.config_json]
+    pd.concat([frame, odd]).to_parquet(f"{run}/trials.parquet")
+    strategy = _settings("search=kgtuner", "model=complex", *FAST, f"search.warm_start=[{run}]").make_strategy()
+    strategy.prepare(load_dataset("demo"))
+    first, _ = _first(strategy)
+    report = {g["searcher"]: g for g in strategy.warm_summary()["groups"]}
+    # rows outside the decoupled space are dropped and counted; the stage-2 sizes are free features in stage 1
+    assert report["stage1"]["used"] == 61 and report["stage1"]["dropped"] == 5
+    assert report["stage1"]["same_fidelity"] is False  # measured on the full graph, not the subgraph
+    assert report["stage2"]["same_fidelity"] is True and report["stage2"]["used"] == report["stage1"]["used"]
+    assert [c["loss"] for c in first] == ["CE"] * 4
+
+
+def test_points_to_evaluate_run_first_and_take_stage1_sizes_under_kgtuner():
+    point = {"negatives": 128, "loss": "BCE_adv", "adv_weight": 1.0, "regularizer": "DURA", "reg_weight": 1e-3,
+             "dropout": 0.1, "optimizer": "Adam", "lr": 1e-3, "initializer": "xavier_uniform", "batch_size": 1024,
+             "dim": 2000, "inverse": False}
+    one = _one_stage(f"search.points_to_evaluate=[{json.dumps(point)}]".replace('"', ""))
+    got, _ = _first(one, 2)
+    assert {k: v for k, v in got[0].items() if k not in ("stage", "trial_index")} == \
+        {**point, "batch_size": 1024, "dim": 2000} and got[1]["lr"] != point["lr"]
+    kg = _settings("search=kgtuner", "model=complex", *FAST,
+                   f"search.points_to_evaluate=[{json.dumps(point)}]".replace('"', "")).make_strategy()
+    kg.prepare(load_dataset("demo"))
+    first, _ = _first(kg, 1)
+    assert first[0]["lr"] == point["lr"] and first[0]["batch_size"] == 128 and first[0]["dim"] == 100
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["search=rf_bore", "search.warm_start=[/nonexistent/run]"], r"search.warm_start\[0\]: /nonexistent/run does not exist; give an earlier run directory"),
+    (["search=random", "search.warm_start=[/tmp]"], r"search.warm_start works with the RF\+BORE searches .*not search=random"),
+    (["search=rf_bore", "search.points_to_evaluate=3"], r"search.points_to_evaluate must be a list"),
+])
+def test_bad_warm_start_or_points_are_one_clear_error(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        _settings(*overrides)
+
+
+def test_an_unreadable_source_names_the_file(tmp_path):
+    bad = tmp_path / "trials.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(ConfigError, match=rf"search.warm_start\[0\]: {bad} is not a readable trials.parquet"):
+        _settings("search=rf_bore", f"search.warm_start=[{tmp_path}]")
+
+
+def test_the_wn18rr_complex_preset_runs_the_papers_tuned_configuration_first():
+    strategy = _settings("+experiment=wn18rr_complex", *FAST).make_strategy()
+    (point,) = strategy.points()
+    assert point["lr"] == 6.08e-4 and point["loss"] == "BCE_mean" and point["dim"] == 2000
+    space = strategy.space("wn18rr")
+    from kgtuner.tune.strategies.kgtuner import make_staged_searcher, stage1_point
+
+    s = make_staged_searcher(strategy.settings.search, space, slots=1, seed=0, stage1_end_s=10, end_s=20, grace_s=1,
+                             top_k=10, points=[stage1_point(p, space) for p in strategy.points()])
+    first = s.suggest("t0")
+    assert {k: first[k] for k in point if k not in ("batch_size", "dim")} == \
+        {k: v for k, v in point.items() if k not in ("batch_size", "dim")}
+    assert (first["batch_size"], first["dim"]) == (128, 100)
+
+
+def test_a_bad_point_is_refused_before_ray_starts():
+    with pytest.raises(ConfigError, match=r"search.points_to_evaluate\[0\]: 'lrr' is not a hyper-parameter .*'lr'"):
+        _settings("search=kgtuner", "search.points_to_evaluate=[{lrr: 0.1}]")
+    with pytest.raises(ConfigError, match=r"search.points_to_evaluate\[0\]: optimizer='SGD' is outside its domain"):
+        _settings("search=kgtuner", "search.points_to_evaluate=[{optimizer: SGD}]")

@@ -224,6 +224,7 @@ def test_ray_killed_under_the_driver_is_no_hang_and_the_resume_keeps_every_row(t
 
 
 @pytest.mark.slow
+@pytest.mark.long  # make test-all; covered in make test by a shorter test (see pyproject's markers)
 def test_kill_9_of_the_driver_ends_rays_processes_and_the_resume_keeps_every_row(tmp_path):
     run_dir = tmp_path / "run"
     budget = 30.0
@@ -485,6 +486,7 @@ def _mount_tmpfs(path: Path, size: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # make test-all; covered in make test by a shorter test (see pyproject's markers)
 def test_a_run_directory_on_a_disk_that_fills_up_is_one_line_and_resumable(tmp_path):
     """A real full disk: the run directory on a tmpfs that a filler file fills after the third finished
     trial. Exit 2 with one line, no `--- Logging error ---`, no temporary file, Tune's saved state readable;

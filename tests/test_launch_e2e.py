@@ -131,6 +131,7 @@ def _rows(path: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # make test-all; covered in make test by a shorter test (see pyproject's markers)
 def test_interrupted_run_resumes_without_losing_trials(tmp_path):
     run_dir = tmp_path / "run"
     # without early stopping: with ASHA stage 2 may try all its candidates before B and end early (documented),

@@ -286,6 +286,7 @@ def test_submitted_job_runs_on_both_nodes_stops_cleanly_and_resumes(cluster_env)
     assert (run_dir / "embeddings.npz").exists() and (run_dir / "metrics.json").exists()
 
 
+@pytest.mark.long  # make test-all: the longest multi-node run, left out of CI for its time limit
 def test_killing_the_worker_node_mid_run_loses_no_trial(cluster_env):
     env, tmp = cluster_env
     run_dir = tmp / "run"

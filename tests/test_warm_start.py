@@ -124,21 +124,6 @@ def test_an_unreadable_source_names_the_file(tmp_path):
         _settings("search=rf_bore", f"search.warm_start=[{tmp_path}]")
 
 
-def test_the_wn18rr_complex_preset_runs_the_papers_tuned_configuration_first():
-    strategy = _settings("+experiment=wn18rr_complex", *FAST).make_strategy()
-    (point,) = strategy.points()
-    assert point["lr"] == 6.08e-4 and point["loss"] == "BCE_mean" and point["dim"] == 2000
-    space = strategy.space("wn18rr")
-    from kgtuner.tune.strategies.kgtuner import make_staged_searcher, stage1_point
-
-    s = make_staged_searcher(strategy.settings.search, space, slots=1, seed=0, stage1_end_s=10, end_s=20, grace_s=1,
-                             top_k=10, points=[stage1_point(p, space) for p in strategy.points()])
-    first = s.suggest("t0")
-    assert {k: first[k] for k in point if k not in ("batch_size", "dim")} == \
-        {k: v for k, v in point.items() if k not in ("batch_size", "dim")}
-    assert (first["batch_size"], first["dim"]) == (128, 100)
-
-
 def test_a_bad_point_is_refused_before_ray_starts():
     with pytest.raises(ConfigError, match=r"search.points_to_evaluate\[0\]: 'lrr' is not a hyper-parameter .*'lr'"):
         _settings("search=kgtuner", "search.points_to_evaluate=[{lrr: 0.1}]")

@@ -90,11 +90,7 @@ class Record:
         if k not in self.full:
             if not self.allow_record:
                 raise SystemExit(f"missing full-graph record {k}; rerun without --no-record")
-            import importlib.util
-
-            spec = importlib.util.spec_from_file_location("kst", REPO / "scripts" / "kge_stage2_table.py")
-            kst = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(kst)
+            import kge_stage2_table as kst  # beside this script (sys.path[0] when run as a script)
             base = self.by_key[_key(cfg)]
             first = next(iter(self.full.values()), {})
             row = kst._train({"index": base["index"], "config": dict(cfg), "stage1_valid_mrr": base["valid_mrr"],

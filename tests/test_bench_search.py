@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from script_loader import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _script(name: str):
-    """scripts/NAME.py as a module (the scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return _script("bench_search")
+    return load_script("bench_search")
 
 
 def _trials(rows):
@@ -162,7 +156,7 @@ def test_large_suite_cells_run_two_trials_in_flight_with_per_dataset_controls(be
 
 @pytest.fixture(scope="module")
 def page():
-    return _script("benchmarks_page")
+    return load_script("benchmarks_page")
 
 
 def test_page_keeps_the_small_graph_sections_of_the_previous_page(page, tmp_path):

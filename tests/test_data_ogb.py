@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import os
 import socket
 from pathlib import Path
 
 import numpy as np
 import pytest
+from script_loader import load_script
 import torch
 
 from kgtuner.data import FilterIndex, load_dataset
@@ -17,16 +17,10 @@ from kgtuner.data.loaders.ogb import OGB_ROOT_ENV
 from kgtuner.errors import DataError
 
 
-def _load_script(name: str):
-    """``scripts/NAME.py`` as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # the tiny random ogbl-biokg lives in scripts/make_ogb_biokg.py beside the learnable one of scripts/gpu_check.sh
-_biokg = _load_script("make_ogb_biokg")
+_biokg = load_script("make_ogb_biokg")
 TYPES, K, write_fake_biokg = _biokg.TYPES, _biokg.K, _biokg.write_fake_biokg
 
 

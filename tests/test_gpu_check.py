@@ -3,7 +3,6 @@ verifier's judgement of GPU figures on recorded inputs (the branches a CPU run n
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -12,21 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from script_loader import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ("env", "data", "engine", "learn", "oom", "launch")
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
 def verify():
-    return _script("gpu_check_verify")
+    return load_script("gpu_check_verify")
 
 
 @pytest.mark.slow
@@ -151,7 +146,7 @@ def test_oom_checks(verify, tmp_path):
 def test_learnable_biokg_loads_through_ogb_with_typed_candidates(tmp_path):
     from kgtuner.data import load_dataset
 
-    gen = _script("make_ogb_biokg")
+    gen = load_script("make_ogb_biokg")
     stats = gen.make_learnable_biokg(tmp_path / "ogb", **{**gen.SMOKE, "train_triples": 3000, "eval_triples": 100})
     kg = load_dataset("ogbl-biokg", ogb_root=tmp_path / "ogb", use_cache=False)
     assert kg.num_entities == stats["entities"] and kg.num_relations == stats["relations"]

@@ -246,12 +246,7 @@ class SpaceSearcher(DataStateSearcher):
         if self._points_done < len(self._points):  # known configurations first (Ray Tune's points_to_evaluate)
             cfg = dict(self._points[self._points_done])
             self._points_done += 1
-            row, index = self._space.to_array([cfg])[0], -1
-            if self._candidate_cfgs is not None:
-                same = [i for i, c in enumerate(self._candidate_cfgs) if c == cfg]
-                if same:
-                    index = same[0]
-                    self._used[index] = True
+            row, index = self._space.to_array([cfg])[0], self._mark_candidate(cfg)
             self._pending[trial_id] = (row, cfg, index)
             self._n_suggested += 1
             return self._output(cfg)
@@ -326,10 +321,15 @@ class SpaceSearcher(DataStateSearcher):
         row = self._space.to_array([cfg])[0]
         score = self._score({self.effective_metric: value}, error)
         self._record(row, cfg, score, rung=0 if pruned and not error else None)
-        if self._candidate_cfgs is not None:
-            for i, c in enumerate(self._candidate_cfgs):
-                if c == cfg:
-                    self._used[i] = True
+        self._mark_candidate(cfg)
+
+    def _mark_candidate(self, cfg: Mapping[str, Any]) -> int:
+        """Finite-candidate mode: mark every candidate equal to ``cfg`` as used; the first one's index, else -1."""
+        if self._candidate_cfgs is None:
+            return -1
+        same = [i for i, c in enumerate(self._candidate_cfgs) if c == dict(cfg)]
+        self._used[same] = True
+        return same[0] if same else -1
 
     # -- proposals ---------------------------------------------------------------------------
     def _taken_rows(self, include_pending: bool = True) -> np.ndarray:

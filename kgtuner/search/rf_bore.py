@@ -225,10 +225,7 @@ class RFBORESearcher(SpaceSearcher):
             for (cfg, _, _), k in zip(obs, kept):
                 if k and self._space.contains(cfg):
                     self._prior_taken.append(self._space.to_array([cfg])[0])
-                    if self._candidate_cfgs is not None:
-                        for i, c in enumerate(self._candidate_cfgs):
-                            if c == dict(cfg):
-                                self._used[i] = True
+                    self._mark_candidate(cfg)
         dropped = int((~kept).sum())
         if dropped:
             self._prior_dropped[str(group)] = self._prior_dropped.get(str(group), 0) + dropped

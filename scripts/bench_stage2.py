@@ -23,6 +23,7 @@ the best full-graph validation MRR after k finished stage-2 trials (the answer a
 mean paired difference to ``ordered`` with a 95% t-interval and the exact two-sided Wilcoxon signed-rank p.
 
 Usage: python scripts/bench_stage2.py --seeds 20 --workers 8 --out docs/benchmarks/stage2_replay.parquet
+       python scripts/bench_stage2.py --report docs/benchmarks/stage2_replay.parquet --baseline warm
 """
 
 from __future__ import annotations
@@ -166,6 +167,30 @@ def replay(record: Record, variant: str, seed: int, workers: int, n1: int, n2: i
             "top": [_key(c) for c in s.top]}
 
 
+def report(df, variants: list[str], ks: list[int], baseline: str, note: str = "") -> None:
+    """Mean best MRR after k stage-2 trials per variant, and each variant minus ``baseline`` paired by seed
+    (95% t-interval, exact Wilcoxon signed-rank p)."""
+    from scipy import stats
+
+    seeds = df.seed.nunique()
+    print(f"\nbest full-graph validation MRR after k finished stage-2 trials (mean over {seeds} seeds"
+          + (f"; {note}" if note else "") + f"); diff = variant - {baseline}, paired by seed:")
+    print(f"{'k':>3} " + " ".join(f"{v:>18}" for v in variants) + "   diff [95% CI], Wilcoxon p")
+    for k in ks:
+        at = df[df.k == k].pivot(index="seed", columns="variant", values="best_valid_mrr")
+        if at.empty:
+            continue
+        line = f"{k:>3} " + " ".join(f"{at[v].mean():>18.4f}" for v in variants)
+        for v in variants:
+            if v == baseline or baseline not in at:
+                continue
+            d = (at[v] - at[baseline]).dropna().to_numpy()
+            half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else float("nan")
+            p = stats.wilcoxon(d).pvalue if np.any(d != 0) else 1.0
+            line += f"   {v}: {d.mean():+.4f} [{d.mean() - half:+.4f}, {d.mean() + half:+.4f}] p={p:.3g}"
+        print(line)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stage1", default=str(REPO / "docs/benchmarks/kge_tables/codex-s-sub.jsonl"))
@@ -181,10 +206,16 @@ def main() -> None:
     ap.add_argument("--no-record", action="store_true", help="fail on a missing full-graph record")
     ap.add_argument("--out", default=None, help="Parquet of every replay's stage-2 curve")
     ap.add_argument("--plan", action="store_true", help="only count the full-graph runs the replays would need")
+    ap.add_argument("--baseline", default="ordered", help="the variant every other one is compared with")
+    ap.add_argument("--report", default=None, help="print the comparison of a saved --out Parquet, replay nothing")
     args = ap.parse_args()
+    if args.report:
+        import pandas as pd
+
+        report(pd.read_parquet(args.report), args.variants, args.ks, args.baseline)
+        return
 
     import pandas as pd
-    from scipy import stats
 
     record = Record(Path(args.stage1), Path(args.stage2), args.dataset, not args.no_record)
     if args.plan:
@@ -212,22 +243,7 @@ def main() -> None:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         df.to_parquet(args.out, index=False)
     best_possible = max((r["valid_mrr"] or 0) for r in record.full.values())
-    print(f"\nbest full-graph validation MRR after k finished stage-2 trials (mean over {args.seeds} seeds; "
-          f"best in the whole record {best_possible:.4f}); diff = variant - ordered, paired by seed:")
-    print(f"{'k':>3} " + " ".join(f"{v:>18}" for v in args.variants) + "   diff [95% CI], Wilcoxon p")
-    for k in args.ks:
-        at = df[df.k == k].pivot(index="seed", columns="variant", values="best_valid_mrr")
-        if at.empty:
-            continue
-        line = f"{k:>3} " + " ".join(f"{at[v].mean():>18.4f}" for v in args.variants)
-        for v in args.variants:
-            if v == "ordered" or "ordered" not in at:
-                continue
-            d = (at[v] - at["ordered"]).dropna().to_numpy()
-            half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else float("nan")
-            p = stats.wilcoxon(d).pvalue if np.any(d != 0) else 1.0
-            line += f"   {v}: {d.mean():+.4f} [{d.mean() - half:+.4f}, {d.mean() + half:+.4f}] p={p:.3g}"
-        print(line)
+    report(df, args.variants, args.ks, args.baseline, f"best in the whole record {best_possible:.4f}")
     print(f"\nfull-graph runs recorded on demand by this replay: {record.recorded_now}")
 
 

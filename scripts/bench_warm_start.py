@@ -36,23 +36,20 @@ REPO = Path(__file__).resolve().parents[1]
 def _objective(path: str, full_space: bool = False):
     from kgtuner.search.objectives import TableObjective
 
-    obj = TableObjective(path)
-    if full_space:  # rows at stage-2 sizes: the space with batch/dim widened to the sizes recorded
-        import json
+    if not full_space:
+        return TableObjective(path)
+    # rows at stage-2 sizes: the table's space with batch/dim widened to the sizes recorded
+    import json
 
-        rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
-        sizes = {k: sorted({r["config"][k] for r in rows}) for k in ("batch_size", "dim")}
-        base = obj.space()
-        from kgtuner.search.params import ChoiceParam
-        from kgtuner.search.space import SearchSpace
+    from kgtuner.search.loading import load_space
+    from kgtuner.search.params import ChoiceParam
+    from kgtuner.search.space import SearchSpace
 
-        params = [ChoiceParam(p.name, sizes[p.name], p.conditions) if p.name in sizes else p for p in base.params]
-        space = SearchSpace(params, base.exclusions, None, name=f"{base.name}[sizes]")
-        obj._space = space
-        X = space.encode([r["config"] for r in rows])
-        obj._mean, obj._std = X.mean(axis=0), np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
-        obj._X = (X - obj._mean) / obj._std
-    return obj
+    rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+    sizes = {k: sorted({r["config"][k] for r in rows}) for k in ("batch_size", "dim")}
+    base = load_space(rows[0]["space"], model=rows[0]["model"], dataset=rows[0]["dataset"])
+    params = [ChoiceParam(p.name, sizes[p.name], p.conditions) if p.name in sizes else p for p in base.params]
+    return TableObjective(path, space=SearchSpace(params, base.exclusions, None, name=f"{base.name}[sizes]"))
 
 
 def _search(obj, seed: int, evals: int, workers: int, prior=None, same: bool = False):

@@ -116,8 +116,15 @@ env_step() {
     echo "absent" > "$out/env/nvidia-smi.txt"; echo "nvidia-smi: absent"
   fi
   { git rev-parse HEAD 2>/dev/null || echo "unavailable (no git repository)"; } > "$out/env/git-commit.txt"
-  { git status --short 2>/dev/null | head -n 40 || true; } > "$out/env/git-status.txt"
-  echo "commit: $(cat "$out/env/git-commit.txt"); changed files: $(wc -l < "$out/env/git-status.txt")"
+  changed=$(git status --short 2>/dev/null | head -n 40 || true)
+  if [ -n "$changed" ]; then
+    printf '%s\n' "$changed" > "$out/env/git-status.txt"
+    n_changed=$(printf '%s\n' "$changed" | wc -l)
+  else
+    echo "clean (no changed or untracked files)" > "$out/env/git-status.txt"
+    n_changed=0
+  fi
+  echo "commit: $(cat "$out/env/git-commit.txt"); changed files: $n_changed"
   "$py" - "$out/env/env.json" "$gpus" "$smoke" <<'EOF'
 import json, platform, sys
 import ogb, ray, torch

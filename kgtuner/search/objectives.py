@@ -158,9 +158,10 @@ class TableObjective:
     an objective over the same space by distance-weighted ``k``-nearest-neighbour regression on the
     standardised features (the surrogate-benchmark method of HPOBench/YAHPO, with a model class
     unlike the searchers'). A configuration whose nearest recorded neighbour failed fails too, so
-    infeasible regions stay infeasible."""
+    infeasible regions stay infeasible. ``space``: the space the rows are encoded in (default: the table's own,
+    named in its rows); e.g. a full-graph table at expanded sizes needs one whose sizes hold them."""
 
-    def __init__(self, path, k: int = 3):
+    def __init__(self, path, k: int = 3, space: SearchSpace | None = None):
         import json
         from pathlib import Path
 
@@ -171,7 +172,8 @@ class TableObjective:
             raise ValueError(f"{path}: {len(rows)} rows; a table objective needs more than k={k}")
         first = rows[0]
         self.name = f"kge_{Path(path).stem}"
-        self._space = load_space(first["space"], model=first["model"], dataset=first["dataset"])
+        self._space = space if space is not None else load_space(first["space"], model=first["model"],
+                                                                 dataset=first["dataset"])
         self.k = int(k)
         X = self._space.encode([r["config"] for r in rows])
         self._mean, self._std = X.mean(axis=0), np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)

@@ -4,6 +4,9 @@ Ray Tune 2.60 cannot resume a run that ``time_budget_s`` or a stopper ended, so 
 budget itself: :class:`BudgetClock` measures *active* seconds (the time this experiment was
 running, summed over resumed sessions) and :class:`Budget` turns a budget in seconds or in trials
 into per-stage limits.
+
+A budget can grow on ``resume=true`` (:meth:`Budget.extended`): the stage split and the grace then stay
+where the budget the search started with put them (``base``), and the added budget goes to the last stage.
 """
 
 from __future__ import annotations
@@ -67,12 +70,23 @@ class Budget:
 
     ``stage1_fraction`` of it goes to stage 1 (the paper uses B/2); a stage-1 trial still running
     when stage 1 ends must stop within ``grace_fraction`` of the budget (5 % of B).
+
+    ``base``: the amount (seconds or trials) the search started with, when a resume extended it
+    (:meth:`extended`); stage 1's share and the grace are computed from it, so the switch stays where the
+    original budget put it and the added budget goes to the last stage. None: this budget's own amount.
+
+    >>> b = Budget(seconds=1200, base=600)
+    >>> b.stage1_end_s, b.end_s, b.stage_trials(1, 2)
+    (300.0, 1200.0, None)
+    >>> Budget(trials=30, base=20).stage_trials(1, 2), Budget(trials=30, base=20).stage_trials(2, 2)
+    (10, 20)
     """
 
     seconds: float | None = None
     trials: int | None = None
     stage1_fraction: float = 0.5
     grace_fraction: float = 0.05
+    base: float | None = None
 
     def __post_init__(self):
         if (self.seconds is None) == (self.trials is None):
@@ -92,6 +106,43 @@ class Budget:
             )
         if not 0 <= self.grace_fraction < 1:
             raise ConfigError(f"budget.grace_fraction must lie in [0, 1), got {self.grace_fraction}")
+        if self.base is not None and not 0 < self.base <= self.amount:
+            raise ConfigError(f"the budget a search started with ({self.base:g}) must be positive and at most its "
+                              f"budget ({self.amount:g})")
+
+    @property
+    def amount(self) -> float:
+        """The budget in its own unit: seconds, or trials."""
+        return float(self.seconds) if self.timed else float(self.trials)
+
+    @property
+    def split_amount(self) -> float:
+        """The amount the stage split and the grace are computed from (``base``, else :attr:`amount`)."""
+        return float(self.base) if self.base is not None else self.amount
+
+    @property
+    def unit(self) -> str:
+        """``seconds`` or ``trials``: the key of ``budget`` that holds it."""
+        return "seconds" if self.timed else "trials"
+
+    def extended(self, original: "Budget") -> "Budget":
+        """This budget as the extension of ``original`` (the budget a search started with, possibly itself
+        extended before): the same unit and grace, at least as large; the split stays ``original``'s.
+        Raises ConfigError naming the setting that cannot change."""
+        from dataclasses import replace
+
+        if original.timed != self.timed:
+            raise ConfigError(
+                f"budget.{self.unit} replaces budget.{original.unit}: a resumed search keeps its kind of budget; "
+                f"give budget.{original.unit} (at least {original.amount:g}) instead")
+        if self.amount < original.amount:
+            raise ConfigError(
+                f"budget.{self.unit}={self.amount:g} is smaller than this search's budget.{self.unit}="
+                f"{original.amount:g}: a resume may give a search more budget, never less")
+        if self.grace_fraction != original.grace_fraction:
+            raise ConfigError(f"budget.grace_fraction={self.grace_fraction:g} differs from this search's "
+                              f"{original.grace_fraction:g}: it cannot change on resume")
+        return replace(self, base=original.split_amount)
 
     @property
     def timed(self) -> bool:
@@ -101,7 +152,7 @@ class Budget:
     @property
     def stage1_end_s(self) -> float:
         """Active second at which stage 1 stops (``inf`` for a trial budget)."""
-        return self.seconds * self.stage1_fraction if self.timed else math.inf
+        return self.split_amount * self.stage1_fraction if self.timed else math.inf
 
     @property
     def end_s(self) -> float:
@@ -111,19 +162,21 @@ class Budget:
     @property
     def grace_s(self) -> float:
         """How long past its deadline a running trial may still hold its slot."""
-        return self.seconds * self.grace_fraction if self.timed else math.inf
+        return self.split_amount * self.grace_fraction if self.timed else math.inf
 
     def stage_trials(self, stage: int, stages: int) -> int | None:
         """Trials for ``stage`` (1-based) of ``stages`` under a trial budget, else None. Two stages share
         exactly ``trials``: stage 1 gets ``stage1_fraction`` of them (at least 1, and at most all but one
         when there are two or more), stage 2 the rest -- none for ``trials=1``, whose answer is then the
-        stage-1 trial (flagged as such in summary.json)."""
+        stage-1 trial (flagged as such in summary.json). An extended budget keeps stage 1's count of its
+        ``base`` and gives the added trials to stage 2."""
         if self.timed:
             return None
         total = int(self.trials)
         if stages == 1:
             return total
-        first = min(max(1, int(round(total * self.stage1_fraction))), max(1, total - 1))
+        split = int(self.split_amount)
+        first = min(max(1, int(round(split * self.stage1_fraction))), max(1, split - 1))
         return first if stage == 1 else total - first
 
     def stage_window(self, stage: int, stages: int) -> tuple[float, float]:

@@ -28,6 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import dataclasses
+
 import numpy as np
 
 from kgtuner.errors import KGTunerError
@@ -38,14 +40,19 @@ from kgtuner.tune.report import METRIC, MODE, STATUSES, TrialReport, split_confi
 from kgtuner.tune.results import ResultsStore, make_row
 from kgtuner.tune.run_dir import (SEARCH_DIR, SNAPSHOT_KEY, STATE_FILE, DiskFull, RunDirLock, RunDirRefused,
                                   atomic_json, check_run_dir, disk_full_error, disk_full_message, fingerprint,
-                                  is_disk_full_text, mark_trials_finished, release_space, remove_temp_files,
-                                  reserve_space, resume_command, tune_snapshot, write_overrides)
+                                  budget_extension, extend_overrides, is_disk_full_text, mark_trials_finished,
+                                  release_space, remove_temp_files, reopen_search, reserve_space, resume_command,
+                                  tune_snapshot, write_overrides)
 from kgtuner.tune.seeds import retrain_seeds, train_seed
 from kgtuner.tune.settings import ExperimentSettings
 from kgtuner.tune.trial_values import check_trial_values
 
 __all__ = ["Coordinator", "ExperimentInterrupted", "run_experiment", "check_run_dir", "fingerprint", "STATE_FILE"]
 
+#: State entries a resume takes from the state file, not from the snapshot saved with Tune's state: the
+#: settings the run was checked against and the budget it has (a budget extended in a session that ended
+#: before Tune saved again stays extended).
+KEPT_STATE = ("fingerprint", "sessions", "budget_base", "budget_extensions")
 #: Longest wait for the first trial to be ready before the budget clock starts anyway (seconds).
 STARTUP_WAIT_S = 120.0
 #: Environment for Tune in the driver (set unless the user set them).
@@ -97,14 +104,18 @@ class Coordinator:
         from kgtuner.cluster.metrics import ExperimentMetrics
         from kgtuner.tune.answer_model import AnswerModels
 
-        self.settings = settings
-        self.strategy = settings.make_strategy()
         self.verbose = verbose
         self.out = out if out is not None else sys.stdout  # resolved now: sys.stdout may be replaced after import
         self.overrides = None if overrides is None else [str(o) for o in overrides]
         if self.lock.note:
             self.log(self.lock.note)
         saved = check_run_dir(settings, self.run_dir)
+        # resume=true with a larger budget: the search continues under it, its stage split kept (Budget.extended)
+        self.extension = budget_extension(settings, saved, self.run_dir) if saved else None
+        if self.extension is not None:
+            settings = dataclasses.replace(settings, budget=self.extension)
+        self.settings = settings
+        self.strategy = settings.make_strategy()
         self._persist = saved is not None  # a fresh run writes its state once the search starts
         self._tune_restored: bool | None = None  # None: no restore expected; False/True: Tune's restore done?
         self.state: dict[str, Any] = saved or self._initial_state()
@@ -115,6 +126,7 @@ class Coordinator:
         self._stop_requested = False
         self._stopped = None  # threading.Event: run() has ended (the stop watcher stands down)
         self._restored_finished = False
+        self._budget_grown = False  # Tune's snapshot predates a budget extension (reconcile_with_tune)
         self.state["sessions"] = int(self.state.get("sessions", 0)) + 1
         self.clock: BudgetClock | None = None  # starts when the first trial is ready to train
         self.store = ResultsStore.load(self.run_dir) if saved else ResultsStore(self.run_dir)
@@ -345,7 +357,8 @@ class Coordinator:
         os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(self.slots))
         path = self.run_dir / SEARCH_DIR
         if self._snapshot is not None and self._snapshot.path is not None and tune.Tuner.can_restore(str(path)):
-            self.log(f"resuming the interrupted search in {path} (stage {self.state['stage']}, "
+            what = "search, its budget extended," if self.extension is not None else "interrupted search"
+            self.log(f"resuming the {what} in {path} (stage {self.state['stage']}, "
                      f"{self.elapsed():.1f}s of the budget used, {len(self.store)} trials recorded)")
             return tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
                                       resume_errored=False, restart_errored=False)
@@ -405,7 +418,7 @@ class Coordinator:
                 self.log(f"Tune saved no state of the interrupted search in {self.run_dir / SEARCH_DIR} (it stopped "
                          "within its first seconds): the search starts again from zero")
             dropped = self.store.keep_only(())
-            keep = {k: self.state[k] for k in ("fingerprint", "sessions") if k in self.state}
+            keep = {k: self.state[k] for k in KEPT_STATE if k in self.state}
             self.state = {**self._initial_state(), **keep}
         else:
             dropped = []
@@ -414,8 +427,11 @@ class Coordinator:
                 dropped = self.store.keep_only(set(snap.finished()) | {r["trial_id"] for r in self.store.rows()
                                                                        if r["trial_id"] not in ahead})
             if snap.kgtuner_state is not None:
-                keep = {k: self.state[k] for k in ("fingerprint", "sessions") if k in self.state}
+                keep = {k: self.state[k] for k in KEPT_STATE if k in self.state}
                 saved = dict(snap.kgtuner_state)
+                # saved before a session that extended the budget ended: the restored searcher gets it again
+                self._budget_grown = (saved.get("fingerprint") or {}).get("budget") != \
+                    (self.state.get("fingerprint") or {}).get("budget")
                 # the restored searcher answered FINISHED before that snapshot: it will not say so again
                 self._restored_finished = bool(saved.pop("search_finished", False))
                 self.state = {**saved, **keep}
@@ -450,6 +466,10 @@ class Coordinator:
         """Tune restored the search's searcher (``MetaSearcher.restore``, before Tune's first step): give it the
         trials that finished after its state was saved (:meth:`reconcile_with_tune`). A row it cannot take is
         dropped (logged); the search then runs another trial instead."""
+        if self.extension is not None or self._budget_grown:
+            changed = searcher.extend_budget(self.strategy.searcher_budget())
+            self.log("the restored searcher continues under the larger budget: "
+                     + (", ".join(f"{k} {old} -> {new}" for k, (old, new) in changed.items()) or "no field changed"))
         rows, self._adoptions = self._adoptions, []
         adopt = getattr(searcher, "adopt_finished", None)
         refused = []
@@ -550,7 +570,7 @@ class Coordinator:
         old_sigterm = None
         try:
             s = self.settings
-            if self._persist and not self.state.get("search_done"):
+            if self._persist and (self.extension is not None or not self.state.get("search_done")):
                 self.reconcile_with_tune()
             t0 = time.perf_counter()
             full = load_graph(s.data)
@@ -577,6 +597,12 @@ class Coordinator:
             # (process, imports) is not charged to the search (see _maybe_start_clock).
             self.clock = BudgetClock(offset=float(self.state["elapsed_s"]), running=False)
             self._search_begin = time.monotonic()
+            if self.extension is not None:
+                self._extend_budget()
+            elif self._budget_grown:  # an extension whose session ended before Tune saved under it
+                self._restored_finished = False
+                self.state.pop("search_done", None)
+                reopen_search(self.run_dir)
             if not self.state.get("search_done"):
                 self._deadline_key = f"{self.run_dir.name}-{uuid.uuid4().hex[:12]}"
                 trainable = self._trainable(graph_refs, answer=self.answer.trial_args(self))
@@ -641,6 +667,31 @@ class Coordinator:
             finally:
                 events.deactivate(self)
                 self.close()
+
+    def _extend_budget(self) -> None:
+        """Every check passed and the search is about to continue under the larger budget: record the
+        extension (``budget_extensions``, the fingerprint, the kept overrides), reopen a finished search (its
+        answer, outputs and final retraining are redone at the end) and let Tune's restored generator suggest
+        again (:func:`~kgtuner.tune.run_dir.reopen_search`)."""
+        old = (self.state.get("fingerprint") or {}).get("budget") or {}
+        new = self.settings.budget
+        was_finished = bool(self.state.get("search_done") or self._restored_finished)
+        entry = {"session": int(self.state.get("sessions", 0)), "unit": new.unit,
+                 "from": old.get(new.unit), "to": new.seconds if new.timed else new.trials, "used_s": round(float(self.state["elapsed_s"]), 3),
+                 "trials_recorded": len(self.store), "search_was": "finished" if was_finished else "interrupted"}
+        self.state.setdefault("budget_base", new.split_amount)
+        self.state["budget_extensions"] = [*self.state.get("budget_extensions", []), entry]
+        self.state["fingerprint"] = fingerprint(self.settings)
+        for key in ("search_done", "search_elapsed_s", "done", "final"):
+            self.state.pop(key, None)
+        self.state["final"] = None
+        self._restored_finished = False
+        reopened = reopen_search(self.run_dir)
+        self.save_state()
+        extend_overrides(self.run_dir, new)
+        self.log(f"budget extended from {old.get(new.unit):g} to {new.amount:g} {new.unit} (the {entry['search_was']} "
+                 f"search continues; {entry['used_s']:.1f}s used, {len(self.store)} trials recorded"
+                 + ("; Tune's finished search reopened" if reopened else "") + f"): {self.strategy.extension_note()}")
 
     def _begin(self) -> None:
         """The search starts: from now on the run directory holds the experiment (state file, original

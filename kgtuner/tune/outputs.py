@@ -2,7 +2,8 @@
 
 ``experiment_summary(driver)`` composes summary.json: the keys every search has (``status``: ok, or failed
 with the reason in ``error`` -- a failed search still writes its outputs --, search, model, dataset,
-the answer, trials per stage and status, budget, cluster, final retraining, early stopping, run_dir) and
+the answer, trials per stage and status, budget (with the extensions of resumes that gave it more, and what
+an extension means for the strategy), cluster, final retraining, early stopping, run_dir) and
 the strategy's own (``Strategy.summary``: KGTuner's switch, GraSH's rounds). ``write_outputs(driver)``
 writes trials.parquet, summary.json, best_config.yaml, search_curve.png and prints the summary table.
 """
@@ -40,6 +41,9 @@ def experiment_summary(driver) -> dict:
         "status_per_stage": counts,
         "budget": {"seconds": s.budget.seconds, "trials": s.budget.trials,
                    "used_s": round(float(state.get("search_elapsed_s", driver.elapsed())), 3),
+                   "started_with": state.get("budget_base") or s.budget.amount,
+                   "extensions": list(state.get("budget_extensions") or []),
+                   "extension": strategy.extension_note(),
                    **extra.get("budget", {})},
         "cluster": {"slots": driver.slots, "resources_per_trial": driver.resources},
         "final": state.get("final") or None,

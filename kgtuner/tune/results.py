@@ -255,7 +255,8 @@ def summary_table(store: ResultsStore, summary: dict, top: int = 10) -> str:
         lines.append(f"status: FAILED: {summary.get('error')}")
     budget = summary.get("budget", {})
     lines.append(f"budget: {budget.get('seconds') or budget.get('trials')} "
-                 f"{'s' if budget.get('seconds') else 'trials'}; used {_fmt(budget.get('used_s'), 1)} s")
+                 f"{'s' if budget.get('seconds') else 'trials'}; used {_fmt(budget.get('used_s'), 1)} s"
+                 + (f" (extended by resume from {budget.get('started_with'):g})" if budget.get("extensions") else ""))
     for stage, per in sorted(store.counts().items()):
         lines.append(f"stage {stage}: {sum(per.values())} trials ({', '.join(f'{v} {k}' for k, v in per.items())})")
     early = summary.get("early_stop")

@@ -11,6 +11,8 @@ the original overrides, and the saved Tune experiment's snapshot.
   fingerprint of the config (a resumed run must share it) and the strategy's own entries.
 - ``kgtuner_overrides.yaml``: the command-line overrides the experiment started with, written once
   (Hydra rewrites ``.hydra/overrides.yaml`` at every launch, refused ones included).
+- ``resume=true`` with a larger budget (:func:`budget_extension`) continues the search, interrupted or
+  finished (:func:`reopen_search`, :func:`extend_overrides`); any other change is refused.
 - :func:`tune_snapshot`: the newest saved Tune experiment state (trial statuses) and the coordinator's
   snapshot saved with it (``ProgressCallback.get_state``), each file checked before Tune reads it.
 """
@@ -293,7 +295,12 @@ def write_overrides(run_dir: str | os.PathLike, overrides) -> Path | None:
     if path.exists():
         return path
     kept = [str(o) for o in overrides if not str(o).split("=", 1)[0].lstrip("+~") == "resume"]
-    text = ("# The overrides this experiment started with (kept by kgtuner: Hydra rewrites .hydra/overrides.yaml\n"
+    _write_overrides(path, kept, "The overrides this experiment started with")
+    return path
+
+
+def _write_overrides(path: Path, kept: list[str], what: str) -> None:
+    text = (f"# {what} (kept by kgtuner: Hydra rewrites .hydra/overrides.yaml\n"
             "# at every launch). Resume with these plus: resume=true hydra.run.dir=<this directory>\n"
             + "".join(f"- {json.dumps(o)}\n" for o in kept) + ("[]\n" if not kept else ""))
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
@@ -303,6 +310,20 @@ def write_overrides(run_dir: str | os.PathLike, overrides) -> Path | None:
     except BaseException:
         _unlink(tmp)
         raise
+
+
+def extend_overrides(run_dir: str | os.PathLike, budget) -> Path | None:
+    """A resume extended the budget to ``budget``: the kept overrides now give it (their ``budget.seconds`` and
+    ``budget.trials`` are replaced by the new amount), so the printed resume command continues the extended
+    search. Nothing is written when the run directory keeps no overrides."""
+    path = overrides_path(run_dir)
+    kept = read_overrides(run_dir)
+    if kept is None:
+        return None
+    kept = [o for o in kept if o.split("=", 1)[0].lstrip("+~") not in ("budget.seconds", "budget.trials")]
+    amount = int(budget.amount) if float(budget.amount).is_integer() else float(budget.amount)
+    kept.append(f"budget.{budget.unit}={amount}")
+    _write_overrides(path, kept, "The overrides of this experiment, its budget extended by a resume")
     return path
 
 
@@ -382,17 +403,55 @@ def check_run_dir(settings, run_dir: str | os.PathLike) -> dict | None:
         state = read_state(run_dir)
         saved = json.loads(json.dumps(state.get("fingerprint", {}), default=str))
         now = json.loads(json.dumps(fingerprint(settings), default=str))
-        changed = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+        changed = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k) and k != "budget")
         if changed:
             raise RunDirRefused(
                 f"resume=true with a different configuration than the run in {run_dir}: {changed} changed; "
                 f"resume with the original overrides ({_original(run_dir)}): {resume_command(run_dir)}")
+        budget_extension(settings, state, run_dir)  # a larger budget continues the search; anything else refused
         return state
     if found:
         raise RunDirRefused(
             f"{run_dir} already holds a kgtuner experiment ({', '.join(found)}); continue it with "
             f"{resume_command(run_dir)} ({_original(run_dir)}), or choose another hydra.run.dir")
     return None
+
+
+def saved_budget(settings, state: dict):
+    """The budget the run in the state file has now (its fingerprint's, with the split of the budget it started
+    with), as a :class:`~kgtuner.tune.budget.Budget`; None when the state file holds no budget."""
+    from kgtuner.tune.budget import Budget
+
+    raw = (state.get("fingerprint") or {}).get("budget")
+    if not isinstance(raw, dict):
+        return None
+    return Budget(seconds=raw.get("seconds"), trials=raw.get("trials"), stage1_fraction=settings.budget.stage1_fraction,
+                  grace_fraction=float(raw.get("grace_fraction", 0.05)), base=state.get("budget_base"))
+
+
+def budget_extension(settings, state: dict, run_dir: str | os.PathLike):
+    """``resume=true`` with another budget than the run's: the extended budget (a
+    :class:`~kgtuner.tune.budget.Budget` whose stage split stays the original's), or None when the budget is
+    the same. A smaller budget, another kind of budget, another ``grace_fraction``, or a strategy that cannot
+    grow its budget (GraSH) is a :class:`RunDirRefused` naming the setting and the way out."""
+    from kgtuner.errors import ConfigError
+
+    run_dir = Path(run_dir)
+    old = saved_budget(settings, state)
+    now = settings.budget
+    if old is None or (old.seconds, old.trials, old.grace_fraction) == (now.seconds, now.trials, now.grace_fraction):
+        return None
+    keep = f"budget.{old.unit}={old.amount:g}"
+    try:
+        extended = now.extended(old)
+        refusal = settings.strategy_class.extension_refusal(settings.search)
+        if refusal:
+            raise ConfigError(refusal)
+    except ConfigError as exc:
+        raise RunDirRefused(
+            f"resume=true with another budget than the run in {run_dir}: {exc}. Resume it with its budget, {keep}: "
+            f"{resume_command(run_dir)}") from None
+    return extended
 
 
 # ---------------------------------------------------------------------------------------------- Tune's state
@@ -525,6 +584,31 @@ def _searcher_view(snap: TuneSnapshot, body: dict) -> None:
     if isinstance(known, dict) and isinstance(running, (set, list, tuple)):
         snap.searcher_trials = {str(t) for t in known}
         snap.searcher_running = {str(t) for t in running}
+
+
+def reopen_search(run_dir: str | os.PathLike) -> bool:
+    """Before ``Tuner.restore`` continues a finished search with a larger budget: clear the ``finished`` flag of
+    Tune's saved search generator (``search_gen_state-*.json``, the newest; Tune's own pickle, already checked
+    by :func:`tune_snapshot` and loaded by Tune's restore right after), else the restored experiment would end
+    at once. Returns True when the flag was set and is now cleared."""
+    import ray.cloudpickle as cloudpickle
+
+    search = Path(run_dir) / SEARCH_DIR
+    path = _newest(search, "search_gen_state-*.json")
+    if path is None:
+        return False
+    state = cloudpickle.loads(path.read_bytes())
+    if not (isinstance(state, dict) and state.get("finished")):
+        return False
+    state["finished"] = False
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_bytes(cloudpickle.dumps(state))
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return True
 
 
 def mark_trials_finished(path: Path, trial_ids) -> list[str]:

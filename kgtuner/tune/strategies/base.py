@@ -171,6 +171,11 @@ class Strategy:
         return 0.5
 
     @classmethod
+    def extension_refusal(cls, search: Mapping[str, Any]) -> str | None:
+        """Why ``resume=true`` with a larger budget cannot continue this strategy's search (None: it can)."""
+        return None
+
+    @classmethod
     def early_stop_policy(cls, search: Mapping[str, Any]) -> tuple[str, str]:
         """(``"refused"`` | ``"optional"`` | ``"required"``, the hint of the error message)."""
         name = search.get("name")
@@ -243,6 +248,17 @@ class Strategy:
     def searcher(self, space, slots: int):
         """The Tune searcher of the search (it answers FINISHED at the end of the budget)."""
         raise NotImplementedError
+
+    def searcher_budget(self) -> dict[str, Any]:
+        """The budget fields of this strategy's searcher under ``settings.budget`` (its constructor's
+        arguments, named as the searcher's fields): a resume that extends the budget sets them on the
+        restored searcher (``MetaSearcher.extend_budget``)."""
+        raise NotImplementedError
+
+    def extension_note(self) -> str:
+        """What a larger budget on ``resume=true`` does for this strategy (summary.json's
+        ``budget.extension``)."""
+        return "the added budget runs more trials of the same searcher, which keeps every observation it had"
 
     def points(self) -> list[dict]:
         """``search.points_to_evaluate``: configurations run first (checked by the searcher against its space)."""

@@ -391,6 +391,16 @@ class GraSH(Strategy):
         self.plan: GraSHPlan | None = None
 
     @classmethod
+    def extension_refusal(cls, search) -> str | None:
+        return ("search=grash plans its successive halving from the budget it starts with (the configurations of "
+                "round 0 and each round's window), and its last round is the answer: a larger budget has no round to "
+                "go to. Start a new search in another hydra.run.dir instead (its rows can seed an RF+BORE search "
+                "there: search.warm_start=[<this run dir>])")
+
+    def extension_note(self) -> str:
+        return "refused on resume: " + self.extension_refusal(self.settings.search)
+
+    @classmethod
     def parse(cls, search, budget, trial) -> GraSHConfig:
         return GraSHConfig.from_search(search, budget)
 

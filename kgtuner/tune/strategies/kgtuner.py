@@ -420,6 +420,21 @@ class KGTuner(Strategy):
                                          "dropped": len(g.rows) - kept, "same_fidelity": g.graph == self.full.name})
         return searcher
 
+    def searcher_budget(self) -> dict[str, Any]:
+        budget = self.settings.budget
+        return {"stage1_end_s": budget.stage_window(1, 2)[1], "end_s": budget.end_s, "grace_s": budget.grace_s,
+                "limits": {1: budget.stage_trials(1, 2), 2: budget.stage_trials(2, 2)}}
+
+    def extension_note(self) -> str:
+        budget = self.settings.budget
+        split = (f"stage 1 ends at {budget.stage1_end_s:g}s" if budget.timed else
+                 f"stage 1 has {budget.stage_trials(1, 2)} trials")
+        exhausted = ((self.settings.search.get("stage2_searcher") or {}).get("exhausted") or "explore")
+        then = ("then RF+BORE explores the decoupled space at stage-2 sizes on the full graph" if exhausted == "explore"
+                else "and nothing more (stage2_searcher.exhausted=finish): the search ends once they are proposed")
+        return (f"the stage split stays where the budget the search started with put it ({split}); the added budget "
+                f"goes to stage 2: the stage-2 candidates not yet proposed, {then}")
+
     def describe(self, space_name: str, slots: int, resources: dict) -> str:
         s = self.settings
         return (f"KGTuner: stage 1 (RF+BORE on the subgraph) then stage 2 (top-{self.options.top_k} expanded, "

@@ -20,6 +20,8 @@ TPE). What is common lives here:
   stage-2 forest, is rebuilt by :meth:`_rebuild`); fields named in ``REBUILT`` (factories: callables)
   are the constructor's and are not saved.
 
+* a larger budget on resume (:meth:`extend_budget`): the restored searcher takes the strategy's budget
+  fields under the new budget and suggests again;
 * trials that finished after the saved state (a resume after a crash keeps their rows):
   :meth:`adopt_finished` completes a trial the restored searcher knew as running, and records one it never
   suggested (``trial_index``, the subclass's counts via :meth:`_adopt`, the inner searcher through
@@ -168,6 +170,25 @@ class MetaSearcher(DataStateSearcher):
         and ``configs`` hold it already): count it as suggested, tell the inner searcher
         (:func:`add_evaluated`). Returns False when the strategy cannot (the default)."""
         return False
+
+    # ---- a larger budget on resume ------------------------------------------------------------
+    def extend_budget(self, fields: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """A resume gave the search a larger budget: set the budget ``fields`` (the strategy's
+        ``searcher_budget()``: the constructor's arguments under the new budget) on this restored searcher,
+        which saved the old ones, and let it suggest again if it had answered FINISHED (when a field
+        changed). Returns the fields
+        that changed, ``name -> (old, new)``; a field this searcher does not have is a ValueError."""
+        changed = {}
+        for name, value in fields.items():
+            if name not in self.__dict__:
+                raise ValueError(f"{type(self).__name__} has no budget field {name!r}")
+            old = self.__dict__[name]
+            if old != value:
+                changed[name] = (old, value)
+                setattr(self, name, value)
+        if changed:
+            self.done = False  # FINISHED was the old budget's answer; the next suggestion decides under the new one
+        return changed
 
     # ---- state -----------------------------------------------------------------------------
     def restore(self, checkpoint_path: str) -> None:

@@ -95,6 +95,10 @@ class OneStage(Strategy):
             self.apply_warm_start(inner, self.full.name, s.search_name)
         return OneStageSearcher(inner, end_s=s.budget.end_s, trials=s.budget.stage_trials(1, 1), max_concurrent=slots)
 
+    def searcher_budget(self) -> dict[str, Any]:
+        budget = self.settings.budget
+        return {"end_s": budget.end_s, "trials": budget.stage_trials(1, 1)}
+
     def describe(self, space_name: str, slots: int, resources: dict) -> str:
         return (f"one-stage {self.settings.search_name} search on the full graph over the '{space_name}' space; "
                 f"budget {self.budget_text()}; {slots} concurrent trials, {resources} each")

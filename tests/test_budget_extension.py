@@ -1,0 +1,240 @@
+"""``resume=true`` with a larger budget (issue 25, part 1): a finished or interrupted search continues under it,
+its stage split kept where the budget it started with put it; a smaller budget or any other change is refused."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+from ray.tune.search import Searcher
+
+from kgtuner.errors import ConfigError
+from kgtuner.paths import CONF_DIR
+from kgtuner.search import load_space, make_searcher
+from kgtuner.tune.budget import Budget
+from kgtuner.tune.run_dir import (OVERRIDES_FILE, STATE_FILE, RunDirRefused, budget_extension, check_run_dir,
+                                  extend_overrides, fingerprint, read_overrides, reopen_search, write_overrides)
+from kgtuner.tune.settings import ExperimentSettings
+from kgtuner.tune.strategies.kgtuner import KGTuner, StagedSearcher, make_staged_searcher
+from kgtuner.tune.strategies.one_stage import OneStage, OneStageSearcher
+
+REPO = Path(__file__).resolve().parents[1]
+TRIALS = ("budget=trials", "budget.trials=6", "cluster.num_cpus=1", "cluster.include_dashboard=false")
+
+
+def _settings(*overrides) -> ExperimentSettings:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return ExperimentSettings.from_config(compose(config_name="config", overrides=list(overrides)))
+
+
+def _run_dir_of(settings, tmp_path: Path, **state) -> Path:
+    """A run directory whose state file says it ran ``settings`` (what check_run_dir reads)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / STATE_FILE).write_text(json.dumps({"fingerprint": fingerprint(settings), "stage": 1,
+                                                  "elapsed_s": 3.0, **state}, default=str))
+    return run_dir
+
+
+# ---------------------------------------------------------------------------------------------- the budget
+def test_an_extended_budget_keeps_the_stage_split_of_the_budget_it_started_with():
+    timed = Budget(seconds=300).extended(Budget(seconds=100))
+    assert (timed.stage1_end_s, timed.end_s, timed.grace_s, timed.base) == (50.0, 300.0, 5.0, 100.0)
+    assert timed.stage_window(2, 2) == (50.0, 300.0) and timed.stage_window(1, 1) == (0.0, 300.0)
+    counted = Budget(trials=12).extended(Budget(trials=6))
+    assert (counted.stage_trials(1, 2), counted.stage_trials(2, 2), counted.stage_trials(1, 1)) == (3, 9, 12)
+    # extended twice: the split stays the first budget's
+    twice = Budget(trials=20).extended(counted)
+    assert (twice.base, twice.stage_trials(1, 2), twice.stage_trials(2, 2)) == (6.0, 3, 17)
+    assert Budget(seconds=100).extended(Budget(seconds=100)).stage1_end_s == 50.0  # the same budget
+
+
+@pytest.mark.parametrize("new, old, message", [
+    (Budget(trials=4), Budget(trials=6), "budget.trials=4 is smaller than this search's budget.trials=6"),
+    (Budget(seconds=600), Budget(trials=6), "budget.seconds replaces budget.trials.*give budget.trials"),
+    (Budget(seconds=200, grace_fraction=0.1), Budget(seconds=100), "budget.grace_fraction=0.1 differs"),
+])
+def test_a_budget_that_does_not_grow_is_refused(new, old, message):
+    with pytest.raises(ConfigError, match=message):
+        new.extended(old)
+
+
+# ---------------------------------------------------------------------------------------------- the checks
+def test_resume_accepts_a_larger_budget_and_refuses_any_other_change(tmp_path):
+    run_dir = _run_dir_of(_settings(*TRIALS), tmp_path)
+    write_overrides(run_dir, list(TRIALS))
+    same = _settings(*TRIALS, "resume=true")
+    assert check_run_dir(same, run_dir) is not None and budget_extension(same, json.loads(
+        (run_dir / STATE_FILE).read_text()), run_dir) is None
+    larger = _settings(*TRIALS, "budget.trials=12", "resume=true")
+    state = check_run_dir(larger, run_dir)
+    extended = budget_extension(larger, state, run_dir)
+    assert (extended.trials, extended.base, extended.stage_trials(2, 2)) == (12, 6.0, 9)
+    with pytest.raises(RunDirRefused, match=r"budget.trials=2 is smaller.*never less.*its budget, budget.trials=6: "
+                                            r"python -m kgtuner.launch budget=trials budget.trials=6 .*resume=true"):
+        check_run_dir(_settings(*TRIALS, "budget.trials=2", "resume=true"), run_dir)
+    with pytest.raises(RunDirRefused, match="budget.seconds replaces budget.trials"):
+        check_run_dir(_settings(*TRIALS, "budget.seconds=100", "budget.trials=null", "resume=true"), run_dir)
+    with pytest.raises(RunDirRefused, match=r"\['seed'\] changed"):  # a larger budget does not excuse another change
+        check_run_dir(_settings(*TRIALS, "budget.trials=12", "seed=3", "resume=true"), run_dir)
+
+
+def test_a_grash_search_cannot_grow_its_budget(tmp_path):
+    grash = ("search=grash", "budget=trials", "budget.trials=20", "cluster.num_cpus=1")
+    run_dir = _run_dir_of(_settings(*grash), tmp_path)
+    with pytest.raises(RunDirRefused, match="search=grash plans its successive halving.*search.warm_start"):
+        check_run_dir(_settings(*grash, "budget.trials=40", "resume=true"), run_dir)
+    assert check_run_dir(_settings(*grash, "resume=true"), run_dir) is not None  # its own budget resumes
+
+
+def test_the_split_kept_in_the_state_file_survives_a_second_extension(tmp_path):
+    first = _settings(*TRIALS, "budget.trials=12")  # the run was extended once already, from 6 trials
+    run_dir = _run_dir_of(first, tmp_path, budget_base=6.0)
+    again = _settings(*TRIALS, "budget.trials=20", "resume=true")
+    extended = budget_extension(again, check_run_dir(again, run_dir), run_dir)
+    assert (extended.base, extended.stage_trials(1, 2), extended.stage_trials(2, 2)) == (6.0, 3, 17)
+
+
+def test_the_kept_overrides_give_the_extended_budget(tmp_path):
+    write_overrides(tmp_path, ["budget=trials", "budget.trials=6", "search.top_k=2"])
+    extend_overrides(tmp_path, Budget(trials=12))
+    assert read_overrides(tmp_path) == ["budget=trials", "search.top_k=2", "budget.trials=12"]
+    extend_overrides(tmp_path, Budget(seconds=7200.0))
+    assert read_overrides(tmp_path)[-1] == "budget.seconds=7200"
+    assert "extended by a resume" in (tmp_path / OVERRIDES_FILE).read_text()
+
+
+def test_reopen_search_clears_only_a_finished_generator(tmp_path):
+    import ray.cloudpickle as cloudpickle
+
+    search = tmp_path / "search"
+    search.mkdir()
+    assert not reopen_search(tmp_path)  # nothing saved
+    (search / "search_gen_state-2026-01-01_00-00-00.json").write_bytes(
+        cloudpickle.dumps({"counter": 3, "total_samples": 10**9, "finished": False, "experiment": None}))
+    newest = search / "search_gen_state-2026-01-02_00-00-00.json"
+    newest.write_bytes(cloudpickle.dumps({"counter": 6, "total_samples": 10**9, "finished": True, "experiment": None}))
+    assert reopen_search(tmp_path)
+    assert cloudpickle.loads(newest.read_bytes()) == {"counter": 6, "total_samples": 10**9, "finished": False,
+                                                      "experiment": None}
+    assert not reopen_search(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------- the searchers
+@pytest.fixture
+def space():
+    return load_space("decoupled", model="complex", dataset="demo")
+
+
+def _complete(searcher, tid, value):
+    searcher.on_trial_complete(tid, {"valid_mrr": value})
+
+
+def test_a_restored_staged_searcher_continues_stage2_under_the_larger_budget(live, space, tmp_path):
+    def staged(stage2_trials):
+        s = make_staged_searcher({"name": "kgtuner"}, space, slots=1, seed=0, top_k=2, stage1_trials=2,
+                                 stage2_trials=stage2_trials, stage1_end_s=math.inf, end_s=math.inf, grace_s=math.inf)
+        s.inner1 = make_searcher({"name": "random"}, space, seed=0, max_concurrent=1)
+        return s
+
+    s = staged(1)
+    for i, tid in enumerate(("a", "b", "c")):
+        cfg = s.suggest(tid)
+        assert cfg["stage"] == (1 if i < 2 else 2)
+        _complete(s, tid, 0.1 * (i + 1))
+    assert s.suggest("d") == Searcher.FINISHED and s.done
+    s.save(str(tmp_path / "ckpt"))
+    fresh = pickle.loads(pickle.dumps(staged(1)))  # Tune's pickled searcher, then its saved state
+    fresh.restore(str(tmp_path / "ckpt"))
+    assert fresh.suggest("d") == Searcher.FINISHED  # the old budget's answer, saved
+    assert fresh.extend_budget({"limits": {1: 2, 2: 1}}) == {} and fresh.done  # the same budget: still finished
+    assert fresh.extend_budget({"limits": {1: 2, 2: 3}}) == {"limits": ({1: 2, 2: 1}, {1: 2, 2: 3})}
+    got = []
+    for tid in ("d", "e"):
+        cfg = fresh.suggest(tid)
+        got.append(cfg)
+        _complete(fresh, tid, 0.5)
+    assert [g["stage"] for g in got] == [2, 2] and [g["trial_index"] for g in got] == [3, 4]
+    assert fresh.suggest("f") == Searcher.FINISHED and fresh.suggested == {1: 2, 2: 3}
+    with pytest.raises(ValueError, match="no budget field 'seconds'"):
+        fresh.extend_budget({"seconds": 10})
+
+
+def test_a_restored_one_stage_searcher_runs_more_trials(live, space, tmp_path):
+    s = OneStageSearcher(make_searcher({"name": "random"}, space, seed=0), trials=2, max_concurrent=1)
+    for tid in ("a", "b"):
+        s.suggest(tid)
+        _complete(s, tid, 0.2)
+    assert s.suggest("c") == Searcher.FINISHED
+    s.extend_budget({"trials": 4, "end_s": math.inf})
+    assert [s.suggest(t)["trial_index"] for t in ("c",)] == [2]
+    _complete(s, "c", 0.3)
+    assert s.suggest("d")["trial_index"] == 3
+
+
+@pytest.mark.parametrize("strategy, searcher, overrides", [
+    (KGTuner, StagedSearcher, ("budget.seconds=300",)),
+    (KGTuner, StagedSearcher, ("budget=trials", "budget.trials=10")),
+    (OneStage, OneStageSearcher, ("search=rf_bore", "budget.seconds=300")),
+])
+def test_every_budget_field_a_strategy_extends_is_a_field_of_its_searcher(strategy, searcher, overrides, space):
+    budget = strategy(_settings(*overrides)).searcher_budget()
+    if searcher is StagedSearcher:
+        built = make_staged_searcher({"name": "kgtuner"}, space, slots=1, seed=0, top_k=2, stage1_end_s=math.inf,
+                                     end_s=math.inf, grace_s=math.inf)
+    else:
+        built = OneStageSearcher(make_searcher({"name": "random"}, space, seed=0))
+    assert budget and set(budget) <= set(vars(built)), set(budget) - set(vars(built))
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+def _launch(run_dir, *overrides, timeout=400):
+    return subprocess.run([sys.executable, "-m", "kgtuner.launch", f"hydra.run.dir={run_dir}", *overrides],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_a_finished_kgtuner_search_resumed_with_twice_its_budget(tmp_path):
+    run_dir = tmp_path / "run"
+    args = ("cluster.include_dashboard=false", "cluster.num_gpus=2", "budget=trials", "search.top_k=2",
+            "trial.stage1.max_steps=50", "trial.stage2.max_steps=50", "trial.stage2.valid_every=25")
+    first = _launch(run_dir, *args, "budget.trials=6")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    before = pd.read_parquet(run_dir / "trials.parquet")
+    assert len(before) == 6 and (before.stage == 1).sum() == 3
+
+    proc = _launch(run_dir, *args, "budget.trials=12", "resume=true")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "budget extended from 6 to 12 trials (the finished search continues" in proc.stdout
+    after = pd.read_parquet(run_dir / "trials.parquet")
+    # no trial lost or counted twice; the first six untouched; the split kept: the added trials are stage 2's
+    assert len(after) == 12 and after["trial_id"].is_unique and sorted(after["trial_index"]) == list(range(12))
+    kept = after.set_index("trial_id").loc[before["trial_id"]]
+    assert kept["end_s"].tolist() == before["end_s"].tolist()
+    assert (after.stage == 1).sum() == 3 and (after.stage == 2).sum() == 9
+    new = after[~after["trial_id"].isin(before["trial_id"])]
+    assert (new.stage == 2).all() and set(new["graph"]) == {"demo"}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    budget = summary["budget"]
+    assert budget["trials"] == 12 and budget["started_with"] == 6
+    assert [(e["from"], e["to"], e["search_was"], e["trials_recorded"]) for e in budget["extensions"]] == \
+        [(6, 12, "finished", 6)]
+    assert budget["extension"].startswith("the stage split stays") and summary["trials_per_stage"] == {"1": 3, "2": 9}
+    assert summary["best"]["trial_id"] in set(after["trial_id"])
+    assert summary["best"]["valid"]["mrr"] == pytest.approx(after[after.stage == 2]["valid_mrr"].max())
+    state = json.loads((run_dir / STATE_FILE).read_text())
+    assert state["done"] and state["sessions"] == 2 and state["fingerprint"]["budget"]["trials"] == 12
+    assert read_overrides(run_dir)[-1] == "budget.trials=12"
+
+    # the extended budget is the run's now: less is refused, one line, nothing changed
+    refused = _launch(run_dir, *args, "budget.trials=6", "resume=true")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert "budget.trials=6 is smaller than this search's budget.trials=12" in refused.stderr
+    assert len(pd.read_parquet(run_dir / "trials.parquet")) == 12

@@ -430,8 +430,8 @@ class Coordinator:
                 keep = {k: self.state[k] for k in KEPT_STATE if k in self.state}
                 saved = dict(snap.kgtuner_state)
                 # saved before a session that extended the budget ended: the restored searcher gets it again
-                self._budget_grown = (saved.get("fingerprint") or {}).get("budget") != \
-                    (self.state.get("fingerprint") or {}).get("budget")
+                self._budget_grown = bool(self.state.get("budget_extensions")) and \
+                    (saved.get("fingerprint") or {}).get("budget") != (self.state.get("fingerprint") or {}).get("budget")
                 # the restored searcher answered FINISHED before that snapshot: it will not say so again
                 self._restored_finished = bool(saved.pop("search_finished", False))
                 self.state = {**saved, **keep}
@@ -468,6 +468,8 @@ class Coordinator:
         dropped (logged); the search then runs another trial instead."""
         if self.extension is not None or self._budget_grown:
             changed = searcher.extend_budget(self.strategy.searcher_budget())
+            if not changed and getattr(searcher, "done", False):  # it had finished under this budget already
+                self._search_finished = True
             self.log("the restored searcher continues under the larger budget: "
                      + (", ".join(f"{k} {old} -> {new}" for k, (old, new) in changed.items()) or "no field changed"))
         rows, self._adoptions = self._adoptions, []

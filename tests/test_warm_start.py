@@ -129,3 +129,15 @@ def test_a_bad_point_is_refused_before_ray_starts():
         _settings("search=kgtuner", "search.points_to_evaluate=[{lrr: 0.1}]")
     with pytest.raises(ConfigError, match=r"search.points_to_evaluate\[0\]: optimizer='SGD' is outside its domain"):
         _settings("search=kgtuner", "search.points_to_evaluate=[{optimizer: SGD}]")
+
+
+@pytest.mark.parametrize("search", ["kgtuner", "random", "rf_bore"])
+def test_the_papers_wn18rr_complex_configuration_is_a_known_preset(search, monkeypatch):
+    """``+known=paper_wn18rr_complex``: the paper's appendix table (WN18RR, ComplEx) as search.points_to_evaluate,
+    valid against every space it is run in (KGTuner's decoupled one at stage-1 sizes, the baselines' full one)."""
+    monkeypatch.setenv("KGTUNER_DATA_ROOT", "/nonexistent")  # composing and validating reads no data
+    s = _settings("+experiment=wn18rr_complex", "+known=paper_wn18rr_complex", f"search={search}")
+    (point,) = s.search["points_to_evaluate"]
+    assert point == {"negatives": 32, "loss": "BCE_mean", "regularizer": "NUC", "reg_weight": 1.21e-3,
+                     "dropout": 0.28, "optimizer": "Adam", "lr": 6.08e-4, "initializer": "xavier_uniform",
+                     "batch_size": 1024, "dim": 2000, "inverse": False}

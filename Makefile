@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kgtuner-installed
 
-.PHONY: setup demo test test-all test-fast benchmarks clean
+.PHONY: setup demo test test-all test-fast docker-check benchmarks clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,13 @@ test-all: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# Pre-release check of the Docker files, not CI's (about 10 minutes from nothing; needs root and the package registries):
+# builds docker/Dockerfile on a local Debian base, runs the demo and trains its answer in the image with no network,
+# submits the demo to a containerised Ray head with scripts/submit.sh, checks docker/compose.yaml. Its output is
+# committed: docs/docker/docker_check.txt.
+docker-check: setup
+	bash scripts/docker_check.sh --log docs/docker/docker_check.txt
 
 # Search-efficiency benchmarks, ablations and docs/benchmarks.md (about 3.5 hours on 2 cores: 2.5 for the large
 # suite on codex-m and WN18RR, 1 for the small graphs; needs ../shared/datasets). Finished searches are kept in

@@ -64,10 +64,13 @@ def test_cloud_cluster_has_8_gpu_workers_and_local_one_lists_machines():
 
 
 def _dockerfile_base_image() -> str:
+    """The first FROM's image with the ARG defaults substituted (BASE_IMAGE's default names the other ARGs)."""
     text = (DOCKER / "Dockerfile").read_text()
     args = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", text, flags=re.M))
     base = re.search(r"^FROM\s+(\S+)", text, flags=re.M).group(1)
-    return re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], base), args
+    while "${" in base:
+        base = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], base)
+    return base, args
 
 
 def test_dockerfile_base_image_matches_installed_ray_and_python():
@@ -87,6 +90,17 @@ def test_dockerfile_base_image_matches_installed_ray_and_python():
             continue
         for src in args.split()[:-1]:
             assert (REPO / src).exists(), f"Dockerfile copies {src}, which is not in the repository"
+
+
+def test_dockerfile_base_is_a_build_arg_and_every_stage_starts_from_the_user_step():
+    # users get Ray's image; scripts/docker_check.sh passes a local base. Both stages start from the `base` stage,
+    # which gives a base without Ray's `ray` user one, so the rest runs the same on both.
+    text = (DOCKER / "Dockerfile").read_text()
+    froms = re.findall(r"^FROM\s+(.+)$", text, flags=re.M)
+    assert froms[0].split() == ["${BASE_IMAGE}", "AS", "base"]
+    assert all(f.split()[0] == "base" for f in froms[1:]) and len(froms) == 3
+    assert re.search(r"^ARG BASE_IMAGE=rayproject/ray:", text, flags=re.M)
+    assert "useradd" in text and "--uid 1000" in text and re.search(r"^USER ray$", text, flags=re.M)
 
 
 def test_dockerfile_installs_the_wheel_not_an_editable_checkout():
@@ -116,7 +130,7 @@ def test_compose_file_publishes_on_loopback_only():
     assert gpus["capabilities"] == ["gpu"]
 
 
-@pytest.mark.parametrize("script", ["submit.sh", "metrics_stack.sh"])
+@pytest.mark.parametrize("script", ["submit.sh", "metrics_stack.sh", "docker_check.sh"])
 def test_scripts_parse_and_explain_themselves(script):
     path = REPO / "scripts" / script
     subprocess.run(["bash", "-n", str(path)], check=True)
@@ -130,6 +144,19 @@ def test_submit_rejects_bad_options_before_contacting_ray():
     assert bad.returncode == 2 and "--frobnicate" in bad.stderr
     bad = subprocess.run(["bash", str(path), "--stop-wait", "soon"], capture_output=True, text=True)
     assert bad.returncode == 2 and "stop-wait" in bad.stderr
+
+
+def test_docker_check_rejects_bad_options_and_its_latest_output_passed():
+    path = REPO / "scripts" / "docker_check.sh"
+    bad = subprocess.run(["bash", str(path), "--budget", "soon"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--budget" in bad.stderr
+    assert re.search(r"^docker-check:", (REPO / "Makefile").read_text(), flags=re.M)
+    # `make docker-check` (a pre-release check, not CI's) commits its latest output verbatim
+    out = (REPO / "docs" / "docker" / "docker_check.txt").read_text()
+    assert re.search(r"^commit: [0-9a-f]{40}$", out, flags=re.M)
+    steps = dict(re.findall(r"^(\w+)\s+(PASS|FAIL|SKIP)\s+[0-9.]+$", out, flags=re.M))
+    assert set(steps) >= {"engine", "base", "build", "version", "demo", "train", "submit", "compose", "total"}
+    assert set(steps.values()) == {"PASS"}, steps
 
 
 def test_metrics_stack_needs_a_ray_session(tmp_path):

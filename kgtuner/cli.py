@@ -4,6 +4,7 @@
     kgtuner train  [OVERRIDES ...]              train one configuration (= python -m kgtuner.train)
     kgtuner data   stats|subgraph ...           dataset tools           (= python -m kgtuner.data)
     kgtuner analysis importance|srcc|stages ... finished runs           (= python -m kgtuner.analysis)
+    kgtuner bench    pilot|record|report ...    recorded tables of real runs (= python -m kgtuner.bench)
 
 A bad setting -- an unknown config key or group option, a value out of range, a missing file or
 column, a bad command-line option -- prints ONE line ``kgtuner: error: <what is wrong, naming the
@@ -29,6 +30,7 @@ COMMANDS = {
     "train": ("kgtuner.train", "train and evaluate one configuration (as python -m kgtuner.train)"),
     "data": ("kgtuner.data.cli", "dataset statistics and subgraphs (as python -m kgtuner.data)"),
     "analysis": ("kgtuner.analysis.cli", "importances and SRCC of finished runs (as python -m kgtuner.analysis)"),
+    "bench": ("kgtuner.bench.cli", "record tables of real training runs to replay searches on (as python -m kgtuner.bench)"),
 }
 
 

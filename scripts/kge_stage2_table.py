@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -33,34 +32,30 @@ _GRAPH = {}
 def _train(task: dict) -> dict:
     import torch
 
+    from kgtuner.bench.record import train_config
     from kgtuner.data import FilterIndex, load_dataset
-    from kgtuner.kge import TrainConfig, Trainer
 
     torch.set_num_threads(1)
     if task["dataset"] not in _GRAPH:
         kg = load_dataset(task["dataset"])
         _GRAPH[task["dataset"]] = (kg, FilterIndex.from_graph(kg))
     kg, fi = _GRAPH[task["dataset"]]
-    t0 = time.perf_counter()
-    try:
-        cfg = TrainConfig.from_dict({**task["config"], "model": task["model"], "max_steps": task["max_steps"],
-                                     "max_epochs": None, "valid_every": task["valid_every"],
-                                     "patience": task["patience"], "seed": task["train_seed"]})
-        result = Trainer(cfg, kg, filter_index=fi).fit()
-        value = (result.valid or {}).get("mrr") if result.status in ("ok", "stopped") else None
-        status, error = result.status, result.message or None
-    except Exception as exc:  # noqa: BLE001 - a failing configuration is a data point (failed trial)
-        value, status, error = None, "failed", f"{type(exc).__name__}: {exc}"
-    return {**{k: v for k, v in task.items() if k != "dataset_path"}, "valid_mrr": value, "status": status,
-            "error": error, "seconds": round(time.perf_counter() - t0, 3)}
+    controls = {"max_steps": task["max_steps"], "max_epochs": None, "valid_every": task["valid_every"],
+                "patience": task["patience"]}
+    run = train_config(kg, task["config"], model=task["model"], controls=controls, seed=task["train_seed"],
+                       filter_index=fi, device="auto")  # kgtuner.bench's training path
+    value = (run["best_valid"] or {}).get("mrr") if run["status"] == "ok" else None
+    return {**{k: v for k, v in task.items() if k != "dataset_path"}, "valid_mrr": value, "status": run["status"],
+            "error": run["error"], "seconds": round(run["seconds"]["total"], 3)}
 
 
 def plan(stage1: list[dict], top: int, batch_sizes: list[int], dims: list[int], seed: int) -> list[dict]:
     """The runs, in order: the top configurations at every expansion, then one expansion of each other."""
+    from kgtuner.bench.pool import rank_runs
+
     rng = np.random.default_rng(seed)
     grid = [(b, d) for b in batch_sizes for d in dims]
-    order = sorted(range(len(stage1)), key=lambda i: (-(stage1[i]["valid_mrr"] if stage1[i]["valid_mrr"] is not None
-                                                         else -1.0), i))
+    order = [int(r["index"]) for r in rank_runs(stage1)]  # best validation MRR first, ties by index (kgtuner.bench)
     picks = {i: rng.integers(len(grid)) for i in range(len(stage1))}  # drawn for all, in index order
     runs = [(i, b, d) for i in order[:top] for b, d in grid]
     runs += [(i, *grid[picks[i]]) for i in sorted(order[top:])]
@@ -91,6 +86,7 @@ def main() -> None:
             if line.strip():
                 r = json.loads(line)
                 done.add((r["index"], r["config"]["batch_size"], r["config"]["dim"]))
+    from kgtuner.bench.record import append_jsonl
     from kgtuner.data import load_dataset
 
     name = load_dataset(args.dataset).name
@@ -108,8 +104,7 @@ def main() -> None:
     with ProcessPoolExecutor(args.jobs) as pool:
         for n, row in enumerate(pool.map(_train, tasks), 1):
             row["dataset"] = name
-            with out.open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
+            append_jsonl(out, row)
             print(f"{n}/{len(tasks)} #{row['index']} b{row['config']['batch_size']} d{row['config']['dim']} "
                   f"valid_mrr={row['valid_mrr']} ({row['seconds']:.1f}s)", flush=True)
 

@@ -18,11 +18,7 @@ Usage: python scripts/kge_trial_table.py --dataset demo --configs 300 --out outp
 from __future__ import annotations
 
 import argparse
-import json
-import time
 from pathlib import Path
-
-import numpy as np
 
 
 def main() -> None:
@@ -42,8 +38,9 @@ def main() -> None:
 
     import torch
 
+    from kgtuner.bench.pool import draw_configs
+    from kgtuner.bench.record import append_jsonl, train_config
     from kgtuner.data import FilterIndex, load_dataset
-    from kgtuner.kge import TrainConfig, Trainer
     from kgtuner.search import load_space
 
     torch.set_num_threads(1)
@@ -53,29 +50,23 @@ def main() -> None:
 
         kg = sample_subgraph(kg, ratio=args.subgraph_ratio, seed=args.seed, sampler="multi_rw").graph
     space = load_space(args.space, model=args.model, dataset=load_dataset(args.dataset).name)
-    configs = [space.to_config(r) for r in space.sample_array(np.random.default_rng(args.seed), args.configs)]
+    configs = draw_configs(space, args.configs, args.seed)  # the same draw as kgtuner bench's stage-1 pool
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = sum(1 for _ in out.open()) if out.exists() else 0
     fi = FilterIndex.from_graph(kg)
     meta = {"dataset": load_dataset(args.dataset).name, "graph": kg.name, "model": args.model, "space": args.space, "max_steps": args.max_steps,
             "valid_every": args.valid_every, "patience": args.patience, "seed": args.seed}
+    controls = {"max_steps": args.max_steps, "max_epochs": None, "valid_every": args.valid_every,
+                "patience": args.patience}
     for i in range(done, len(configs)):
         cfg = configs[i]
-        t0 = time.perf_counter()
-        try:
-            train_cfg = TrainConfig.from_dict({**cfg, "model": args.model, "max_steps": args.max_steps,
-                                               "max_epochs": None, "valid_every": args.valid_every,
-                                               "patience": args.patience, "seed": args.seed})
-            result = Trainer(train_cfg, kg, filter_index=fi).fit()
-            value = (result.valid or {}).get("mrr") if result.status in ("ok", "stopped") else None
-            status, error = result.status, result.message or None
-        except Exception as exc:  # noqa: BLE001 - a failing configuration is a data point (failed trial)
-            value, status, error = None, "failed", f"{type(exc).__name__}: {exc}"
-        row = {"index": i, "config": cfg, "valid_mrr": value, "status": status, "error": error,
-               "seconds": round(time.perf_counter() - t0, 3), **meta}
-        with out.open("a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        run = train_config(kg, cfg, model=args.model, controls=controls, seed=args.seed, filter_index=fi,
+                           device="auto")  # kgtuner.bench's training path (failures are rows, not errors)
+        value = (run["best_valid"] or {}).get("mrr") if run["status"] == "ok" else None
+        row = {"index": i, "config": cfg, "valid_mrr": value, "status": run["status"], "error": run["error"],
+               "seconds": round(run["seconds"]["total"], 3), **meta}
+        append_jsonl(out, row)
         print(f"{i + 1}/{len(configs)} valid_mrr={value} ({row['seconds']:.1f}s)", flush=True)
 
 

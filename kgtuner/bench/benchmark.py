@@ -1,0 +1,240 @@
+"""The replay benchmark: every (algorithm, workers, budget, seed) cell replayed on a recorded table, resumably.
+
+Settings are fixed before the runs (:class:`BenchmarkSettings`, written to the results' journal header); a
+restart skips the cells already in the journal (one JSON line per replayed search, appended as it ends) and
+refuses a journal recorded with other settings. Budgets are compute, in mean full-graph trials (the mean
+measured seconds of the table's ``full`` pool), so "30 trials' worth" means the same on every graph and for
+every worker count (:func:`budget_seconds`: the wall-clock budget is that compute divided by the workers).
+
+Algorithms are the strategies' names (``search=<name>``): KGTuner, KGTuner+ASHA, and the one-stage RF+BORE,
+TPE and random. GraSH is left out: its rounds train on subgraphs of other sizes for shares of the epochs,
+fidelities a table of 20%-subgraph and full-graph runs does not hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from kgtuner.errors import ConfigError
+
+ALGORITHMS = ("kgtuner", "kgtuner_asha", "rf_bore", "tpe", "random")
+#: The searches whose trials a table of 20%-subgraph and full-graph runs cannot replay, and why.
+LEFT_OUT = {"grash": "its rounds train on subgraphs of other sizes for shares of the epochs; the table holds "
+                     "20%-subgraph and full-graph runs only"}
+
+
+@dataclass(frozen=True)
+class BenchmarkSettings:
+    """The grid of a replay benchmark on one table (all fixed before the first replay)."""
+
+    algorithms: tuple[str, ...] = ALGORITHMS
+    workers: tuple[int, ...] = (1, 8)
+    budgets: tuple[float, ...] = (10.0, 30.0, 100.0)  # in mean full-graph trials
+    seeds: int = 30
+    on_miss: str = "nearest"
+
+    def __post_init__(self):
+        unknown = [a for a in self.algorithms if a not in ALGORITHMS]
+        if unknown:
+            why = "; ".join(f"{a}: {LEFT_OUT[a]}" for a in unknown if a in LEFT_OUT)
+            raise ConfigError(f"algorithm(s) {unknown} cannot be replayed; choose among {', '.join(ALGORITHMS)}"
+                              + (f" ({why})" if why else ""))
+        if self.seeds < 1 or any(w < 1 for w in self.workers) or any(b <= 0 for b in self.budgets):
+            raise ConfigError("seeds and workers must be >= 1 and budgets > 0")
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    def cells(self) -> list[tuple[str, int, float, int]]:
+        """(algorithm, workers, budget in trials, seed), seeds outermost so that a partial run has whole pairs."""
+        return [(a, w, b, s) for s in range(self.seeds) for w in self.workers for b in self.budgets
+                for a in self.algorithms]
+
+
+def mean_trial_seconds(table) -> float:
+    """The mean measured seconds of the table's full-graph (``full`` pool) runs: the budgets' unit."""
+    secs = [r.total_s for r in table.runs["full"].values()]
+    if not secs:
+        raise ConfigError(f"{table.source or table.graph}: the table has no full-graph runs to size budgets by")
+    return float(np.mean(secs))
+
+
+def budget_seconds(table, budget_trials: float, workers: int) -> float:
+    """The wall-clock budget of ``budget_trials`` mean full-graph trials of compute on ``workers`` workers: the
+    same compute for every worker count (1 worker: ``budget_trials`` x the mean trial; 8 workers: an eighth of
+    that on the clock), so 1 and 8 workers compare parallelism at equal cost, and the searches stay within the
+    table's pools (8 workers on one budget's clock would run 8 times the stage-1 trials the pool holds)."""
+    return float(budget_trials) * mean_trial_seconds(table) / int(workers)
+
+
+def table_controls(table) -> dict[str, dict[str, int]]:
+    """Per pool, the validation interval and the longest recorded run in steps: the trial controls a replay's
+    strategy is given (ASHA's rungs are in steps of them)."""
+    out = {}
+    for pool, runs in table.runs.items():
+        steps = [r.step for r in runs.values() if len(r.step)]
+        if not steps:
+            continue
+        every = table.valid_every.get(pool)
+        if not every:  # the most common first validation step (a run's last one may be off the grid)
+            firsts = [int(s[0]) for s in steps]
+            every = max(set(firsts), key=firsts.count)
+        out[pool] = {"valid_every": int(every), "max_steps": int(max(int(s[-1]) for s in steps))}
+    return out
+
+
+def strategy_for(algorithm: str, table, budget_s: float, seed: int):
+    """The strategy of ``search=<algorithm>`` for a replay on ``table``: the composed launcher config with the
+    space the table's pool was drawn from (KGTuner: its stage-1 space; the one-stage searches: its full space),
+    the budget in seconds, the seed, and the table's trial controls (stage 1: its ``stage1`` pool; stage 2 and
+    the one-stage searches: its full-graph pools)."""
+    from hydra import compose, initialize_config_dir
+
+    from kgtuner.paths import CONF_DIR
+    from kgtuner.tune.settings import ExperimentSettings
+
+    ctl = table_controls(table)
+    s1 = ctl.get("stage1", {})
+    s2 = ctl.get("expand") if algorithm.startswith("kgtuner") else ctl.get("full")
+    s2 = s2 or ctl.get("full") or ctl.get("expand") or {}
+    space = table.space_names["stage1" if algorithm.startswith("kgtuner") else "full"]  # the space its pool is of
+    overrides = [f"search={algorithm}", f"model={table.model}", f"space={space}", f"budget.seconds={budget_s!r}",
+                 "budget.trials=null", f"seed={int(seed)}", "cluster.num_cpus=1"]
+    for stage, c in (("stage1", s1), ("stage2", s2)):
+        if c:
+            overrides += [f"trial.{stage}.valid_every={c['valid_every']}", f"trial.{stage}.max_steps={c['max_steps']}"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    return ExperimentSettings.from_config(cfg).make_strategy()
+
+
+def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: int, on_miss: str = "nearest") -> dict:
+    """Replay one search; its row of ``results.parquet`` (with its anytime curve as JSON)."""
+    from kgtuner.bench.replay import replay
+
+    budget_s = budget_seconds(table, budget_trials, workers)
+    strategy = strategy_for(algorithm, table, budget_s, seed)
+    t0 = time.perf_counter()
+    res = replay(strategy, table, workers=int(workers), on_miss=on_miss)
+    wall = time.perf_counter() - t0
+    ans = res.answer or {}
+    rows = res.rows
+    return {"graph": table.graph, "algorithm": algorithm, "workers": int(workers), "budget_trials": float(budget_trials),
+            "budget_s": budget_s, "seed": int(seed), "valid_mrr": ans.get("valid_mrr"), "test_mrr": ans.get("test_mrr"),
+            "answer_stage": ans.get("stage"), "answer_run": ans.get("run_id"), "trials": len(rows),
+            "trials_stage2": sum(1 for r in rows if int(r["stage"]) == 2),
+            "stopped": sum(1 for r in rows if r["status"] == "stopped"),
+            "failed": sum(1 for r in rows if r["status"] == "failed"), "misses": res.misses, "repeats": res.repeats,
+            "mean_distance": res.mean_distance, "end_s": res.end_s, "searcher_s": round(res.searcher_s, 4),
+            "wall_s": round(wall, 3),
+            "anytime_json": json.dumps([[round(t, 3), v, te] for t, v, te in res.anytime])}
+
+
+class ResultsJournal:
+    """``journal.jsonl`` of a benchmark: a header (the settings and the table), then one line per replayed
+    search, each appended and flushed to disk as it ends."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def read(self) -> tuple[dict | None, list[dict]]:
+        if not self.path.is_file():
+            return None, []
+        header, rows = None, []
+        for n, line in enumerate(self.path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                if n == len(self.path.read_text().splitlines()):
+                    break  # a line cut short by a kill: dropped, the cell is replayed again
+                raise ConfigError(f"{self.path}:{n} is not JSON; move the journal away to start the benchmark again")
+            if rec.get("kind") == "header":
+                header = rec
+            elif rec.get("kind") == "result":
+                rows.append(rec["row"])
+        return header, rows
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record, default=_plain) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _plain(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    return str(value)
+
+
+def run_benchmark(table, settings: BenchmarkSettings, journal_path: str | Path, *, progress=None,
+                  jobs: int = 1) -> list[dict]:
+    """Replay every cell of ``settings`` on ``table`` not yet in the journal; all rows (old and new).
+    ``jobs`` > 1 replays cells in that many processes (each cell is independent)."""
+    journal = ResultsJournal(journal_path)
+    header, rows = journal.read()
+    want = {"kind": "header", "settings": settings.to_dict(), "graph": table.graph, "table": str(table.source),
+            "mean_trial_s": mean_trial_seconds(table)}
+    if header is None:
+        journal.append(want)
+    elif {k: header.get(k) for k in ("settings", "graph")} != {k: want[k] for k in ("settings", "graph")}:
+        raise ConfigError(f"{journal.path} was recorded with other settings ({header.get('settings')}, graph "
+                          f"{header.get('graph')}); fix the settings before the runs, or write to another --out")
+    done = {(r["algorithm"], r["workers"], r["budget_trials"], r["seed"]) for r in rows}
+    todo = [c for c in settings.cells() if (c[0], c[1], float(c[2]), c[3]) not in done]
+    total, finished = len(settings.cells()), len(settings.cells()) - len(todo)
+
+    def record(row):
+        nonlocal finished
+        journal.append({"kind": "result", "row": row})
+        rows.append(row)
+        finished += 1
+        if progress is not None:
+            progress(finished, total, row)
+
+    if jobs <= 1:
+        for a, w, b, s in todo:
+            record(run_cell(table, a, w, b, s, settings.on_miss))
+    else:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(table.source,)) as pool:
+            futures = [pool.submit(_run_in_worker, a, w, b, s, settings.on_miss) for a, w, b, s in todo]
+            for fut in as_completed(futures):
+                record(fut.result())
+    return rows
+
+
+_WORKER_TABLE = None
+
+
+def _init_worker(source: str) -> None:
+    global _WORKER_TABLE
+    from kgtuner.bench.replay import ReplayTable
+
+    _WORKER_TABLE = ReplayTable.load(source)
+
+
+def _run_in_worker(a, w, b, s, on_miss):
+    return run_cell(_WORKER_TABLE, a, w, b, s, on_miss)
+
+
+def results_frame(rows: Iterable[Mapping]):
+    """The rows as a DataFrame (the columns of ``results.parquet``)."""
+    import pandas as pd
+
+    return pd.DataFrame(list(rows)).sort_values(["graph", "workers", "budget_trials", "algorithm", "seed"],
+                                                ignore_index=True)

@@ -1,0 +1,185 @@
+"""What a replay benchmark says: per graph, workers and budget, each algorithm against KGTuner on paired seeds.
+
+From ``results.parquet`` (:func:`kgtuner.bench.benchmark.results_frame`), per (graph, workers, budget):
+
+- the final validation and test MRR of each search's answer, mean and 95% t-interval;
+- the paired difference to the reference algorithm (KGTuner) with its 95% t-interval and the exact two-sided
+  Wilcoxon signed-rank p-value over the seeds both have;
+- the mean rank (1 = best test MRR of the seed; ties share the mean rank);
+- the time to reach random search's final test MRR (same seed), median over seeds, as a share of the budget
+  (``never`` counted as infinity: the median is then ``never`` when half or more never reach it);
+- the regret: the table's best full-graph test MRR minus the answer's.
+
+And the paper's Figure 6 claim on the pool: the Spearman rank correlation between a configuration's subgraph
+validation MRR and its full-graph validation MRR (each expanded size separately).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from typing import Any, Mapping
+
+import numpy as np
+
+REFERENCE = "kgtuner"
+
+
+def _ci(values: np.ndarray) -> tuple[float, float, float]:
+    from scipy import stats
+
+    v = values[np.isfinite(values)]
+    if len(v) == 0:
+        return math.nan, math.nan, math.nan
+    if len(v) == 1:
+        return float(v[0]), math.nan, math.nan
+    half = float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
+    return float(v.mean()), float(v.mean() - half), float(v.mean() + half)
+
+
+def _wilcoxon(d: np.ndarray) -> float:
+    from scipy import stats
+
+    d = d[np.isfinite(d)]
+    if len(d) == 0 or not np.any(d != 0):
+        return 1.0
+    return float(stats.wilcoxon(d).pvalue)
+
+
+def _reach_time(anytime: list, target: float) -> float:
+    for t, _, test in anytime:
+        if test is not None and test >= target - 1e-12:
+            return float(t)
+    return math.inf
+
+
+def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE):
+    """One row per (graph, workers, budget_trials, algorithm) with the figures of the module docstring."""
+    import pandas as pd
+    from scipy.stats import rankdata
+
+    out = []
+    for (graph, workers, budget), cell in df.groupby(["graph", "workers", "budget_trials"], sort=True):
+        wide_test = cell.pivot_table(index="seed", columns="algorithm", values="test_mrr", aggfunc="first")
+        ranks = pd.DataFrame(index=wide_test.index, columns=wide_test.columns, dtype=float)
+        for seed, row in wide_test.iterrows():
+            vals = row.to_numpy(dtype=float)
+            filled = np.where(np.isfinite(vals), vals, -np.inf)
+            ranks.loc[seed] = rankdata(-filled, method="average")
+        random_final = cell[cell.algorithm == "random"].set_index("seed")["test_mrr"]
+        for algorithm, g in cell.groupby("algorithm", sort=False):
+            g = g.set_index("seed")
+            valid, valid_lo, valid_hi = _ci(g["valid_mrr"].to_numpy(dtype=float))
+            test, test_lo, test_hi = _ci(g["test_mrr"].to_numpy(dtype=float))
+            row: dict[str, Any] = {"graph": graph, "workers": int(workers), "budget_trials": float(budget),
+                                   "algorithm": algorithm, "seeds": int(g["test_mrr"].notna().sum()),
+                                   "valid_mrr": valid, "valid_lo": valid_lo, "valid_hi": valid_hi,
+                                   "test_mrr": test, "test_lo": test_lo, "test_hi": test_hi,
+                                   "mean_rank": float(ranks[algorithm].mean()),
+                                   "trials": float(g["trials"].mean()), "misses": float(g["misses"].mean()),
+                                   "repeats": float(g["repeats"].mean()) if "repeats" in g else 0.0,
+                                   "searcher_s": float(g["searcher_s"].mean())}
+            if reference in wide_test.columns and algorithm != reference:
+                d = (wide_test[algorithm] - wide_test[reference]).to_numpy(dtype=float)
+                mean, lo, hi = _ci(d)
+                row.update(diff=mean, diff_lo=lo, diff_hi=hi, p=_wilcoxon(d))
+            else:
+                row.update(diff=math.nan, diff_lo=math.nan, diff_hi=math.nan, p=math.nan)
+            if len(random_final):
+                times = []
+                for seed, r in g.iterrows():
+                    target = random_final.get(seed)
+                    if target is None or not np.isfinite(target):
+                        continue
+                    times.append(_reach_time(json.loads(r["anytime_json"]), float(target)) / float(r["budget_s"]))
+                row["reach_random_share"] = float(np.median(times)) if times else math.nan
+            else:
+                row["reach_random_share"] = math.nan
+            row["regret"] = (table_best - test) if table_best is not None and np.isfinite(test) else math.nan
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def format_summary(summary, reference: str = REFERENCE) -> str:
+    """The summary as text tables, one per (graph, workers, budget)."""
+    lines = []
+    for (graph, workers, budget), cell in summary.groupby(["graph", "workers", "budget_trials"], sort=True):
+        lines.append(f"\n{graph}, {workers} worker(s), budget {budget:g} mean full-graph trials "
+                     f"({int(cell['seeds'].max())} paired seeds)")
+        lines.append(f"  {'algorithm':<13} {'valid MRR':>9} {'test MRR [95% CI]':>26} {'vs ' + reference + ' [95% CI]':>30}"
+                     f" {'p':>7} {'rank':>5} {'reach rnd':>9} {'regret':>7} {'trials':>6} {'miss':>5} {'rep':>5}")
+        for r in cell.sort_values("mean_rank").itertuples(index=False):
+            diff = "" if not np.isfinite(r.diff) else f"{r.diff:+.4f} [{r.diff_lo:+.4f}, {r.diff_hi:+.4f}]"
+            p = "" if not np.isfinite(r.p) else f"{r.p:.3g}"
+            reach = ("never" if np.isinf(r.reach_random_share) else
+                     "" if not np.isfinite(r.reach_random_share) else f"{r.reach_random_share:.2f}")
+            regret = "" if not np.isfinite(r.regret) else f"{r.regret:.4f}"
+            lines.append(f"  {r.algorithm:<13} {r.valid_mrr:9.4f} {r.test_mrr:8.4f} [{r.test_lo:.4f}, {r.test_hi:.4f}]"
+                         f" {diff:>30} {p:>7} {r.mean_rank:5.2f} {reach:>9} {regret:>7} {r.trials:6.1f} {r.misses:5.2f}"
+                         f" {r.repeats:5.1f}")
+    lines.append("\n  test MRR: of each search's answer; vs kgtuner: paired difference over the seeds, Wilcoxon p "
+                 "(two-sided); rank: mean rank by test MRR (1 = best); reach rnd: median share of the budget until the "
+                 "answer's test MRR reached random search's final one (same seed); regret: the table's best full-graph "
+                 "test MRR minus the answer's; miss: stage-2 candidates without a recorded expansion; rep: suggestions "
+                 "mapped to a run the search already had (its pool exhausted).")
+    return "\n".join(lines)
+
+
+def subgraph_srcc(table) -> list[dict]:
+    """Per expanded size: the Spearman correlation between the subgraph validation MRR of a stage-1 pool
+    configuration and the full-graph validation MRR of its expansion (the paper's Figure 6 claim)."""
+    from scipy.stats import spearmanr
+
+    sub = {k: r.best_until(len(r.valid) - 1) for k, r in table.runs["stage1"].items()}
+    by_size: dict[tuple, list] = {}
+    for (i, b, d), run in table.runs["expand"].items():
+        full = run.best_until(len(run.valid) - 1)
+        if sub.get(i) is not None and full is not None:
+            by_size.setdefault((b, d), []).append((sub[i], full))
+    out = []
+    for (b, d), pairs in sorted(by_size.items()):
+        x, y = np.array(pairs).T
+        rho = float(spearmanr(x, y).statistic) if len(pairs) > 2 else math.nan
+        out.append({"batch_size": b, "dim": d, "configs": len(pairs), "srcc": rho})
+    return out
+
+
+def table_best_test(table) -> float | None:
+    """The best test MRR of any full-graph run of the table (``expand`` and ``full`` pools)."""
+    vals = [r.test.get("mrr") for pool in ("expand", "full") for r in table.runs[pool].values()]
+    vals = [v for v in vals if v is not None and np.isfinite(v)]
+    return max(vals) if vals else None
+
+
+def plot_anytime(df, path, grid: int = 60) -> None:
+    """PNG: per (workers, budget) panel, each algorithm's mean test MRR of the current answer against the share
+    of the budget used (the mean over seeds of each seed's step curve)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = sorted({(int(w), float(b)) for w, b in zip(df["workers"], df["budget_trials"])})
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.4), squeeze=False)
+    xs = np.linspace(0, 1, grid)
+    for ax, (w, b) in zip(axes[0], cells):
+        cell = df[(df.workers == w) & (df.budget_trials == b)]
+        for algorithm, g in cell.groupby("algorithm"):
+            curves = []
+            for r in g.itertuples(index=False):
+                pts = json.loads(r.anytime_json)
+                t = np.array([p[0] for p in pts]) / float(r.budget_s)
+                v = np.array([np.nan if p[2] is None else p[2] for p in pts], dtype=float)
+                idx = np.searchsorted(t, xs, side="right") - 1
+                curves.append(np.where(idx >= 0, v[np.clip(idx, 0, None)] if len(v) else np.nan, np.nan))
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # before any trial ended: no answer yet (NaN)
+                ax.plot(xs, np.nanmean(np.array(curves), axis=0), label=algorithm)
+        ax.set_title(f"{w} worker(s), {b:g} trials' budget", fontsize=9)
+        ax.set_xlabel("share of the budget")
+        ax.set_ylabel("test MRR of the answer")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

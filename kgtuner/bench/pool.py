@@ -1,0 +1,274 @@
+"""The settings of a recording and its pools of runs, every one fixed before the first run.
+
+Pools (:data:`POOLS`), per graph:
+
+- ``stage1``: ``stage1_configs`` configurations of the decoupled space (KGTuner's stage-1 space) drawn
+  with ``seed``, trained on KGTuner's stage-1 subgraph (``subgraph_sampler``, ``subgraph_ratio``,
+  subgraph seed ``seed``: what ``search=kgtuner`` trains stage 1 on) at the sizes the decoupled space
+  fixes (its ``batch_size`` / ``dim``);
+- ``expand``: the ``expand_top`` best stage-1 configurations (by subgraph validation MRR, ties by
+  index) at *every* stage-2 size of the space's expansion (``space.expand_stage2``: batch x dim with the
+  model's/dataset's exceptions), trained on the full graph: the candidates stage 2 chooses among when
+  a search's top-k falls within them;
+- ``full``: ``full_configs`` configurations of the full space (the one-stage baselines' space: random,
+  TPE, RF+BORE) drawn with ``seed + FULL_SEED_OFFSET``, trained on the full graph.
+
+Noise (``noise_*``): per pool, the ``top`` best configurations plus ``random`` others (drawn with a fixed
+seed among the pool's finished, non-failed ones) are trained again with train seeds 1..``seeds - 1``
+(the main runs train with seed 0). Every run trains until ``patience`` stalled validations, ``max_epochs``
+epochs of its graph, or its pool's wall-clock cap (``*_cap_s``, on the training+validation seconds),
+whichever comes first, validating every ``*_valid_every`` steps.
+
+The pools are pure functions of the settings (and, for ``expand`` and the noise, of the recorded
+stage-1/pool results through fixed rules), so a restart reproduces them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from kgtuner.errors import ConfigError
+
+#: The pools, in recording order (``expand`` needs the finished stage-1 pool).
+POOLS = ("stage1", "expand", "full")
+#: Which graph each pool trains on.
+POOL_GRAPH = {"stage1": "sub", "expand": "full", "full": "full"}
+#: The full-space pool is drawn with ``seed + FULL_SEED_OFFSET`` (the stage-1 pool with ``seed``).
+FULL_SEED_OFFSET = 1000
+#: Noise draws of "random" configurations use ``seed + NOISE_SEED_OFFSET``.
+NOISE_SEED_OFFSET = 2000
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RecordSettings:
+    """Everything that decides which runs a recording trains and how (written to the journal header).
+
+    ``dataset``: a built-in name (``demo``) or a dataset folder. Caps are wall-clock seconds of a run's
+    training + validation (checked before every step; a run stopped by its cap validates its final state
+    once and computes its test metrics after it). ``*_valid_every``: steps between validations.
+    ``*_max_valid_triples``: the validation sample (None: every valid triple). Stage 1 takes
+    ``trial.stage1``'s (5000 in ``conf/trial/paper.yaml``); the full-graph pools validate on a fixed sample of
+    3000 valid triples (6000 queries, the same in every run: the engine's ``max_valid_triples``) where
+    ``trial.stage2`` ranks all of them: on one CPU core a full codex-m validation at dim 2000 took 35-80 s,
+    as long as the training a run's cap allows. Test metrics always rank the whole test split.
+    """
+
+    dataset: str
+    model: str = "complex"
+    seed: int = 0
+    trial: str = "paper"
+    patience: int = 5
+    max_epochs: int = 5
+    threads: int = 1
+    subgraph_ratio: float = 0.2
+    subgraph_sampler: str = "multi_rw"
+    stage1_space: str = "decoupled"
+    full_space: str = "full"
+    stage1_configs: int = 400
+    full_configs: int = 200
+    expand_top: int = 30
+    stage1_cap_s: float = 60.0
+    expand_cap_s: float = 75.0
+    full_cap_s: float = 50.0
+    stage1_valid_every: int = 100
+    expand_valid_every: int = 100
+    full_valid_every: int = 250
+    stage1_max_valid_triples: int | None = 5000
+    expand_max_valid_triples: int | None = 3000
+    full_max_valid_triples: int | None = 3000
+    noise_stage1_top: int = 10
+    noise_stage1_random: int = 10
+    noise_stage1_seeds: int = 3
+    noise_expand_top: int = 5
+    noise_expand_random: int = 0
+    noise_expand_seeds: int = 2
+    noise_full_top: int = 5
+    noise_full_random: int = 5
+    noise_full_seeds: int = 2
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RecordSettings":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(f"unknown recording setting(s) {unknown}; valid names: {', '.join(sorted(names))}")
+        return cls(**dict(data))
+
+    def cap_s(self, pool: str) -> float:
+        return float(getattr(self, f"{pool}_cap_s"))
+
+    def valid_every(self, pool: str) -> int:
+        return int(getattr(self, f"{pool}_valid_every"))
+
+    def max_valid_triples(self, pool: str) -> int | None:
+        return getattr(self, f"{pool}_max_valid_triples")
+
+    def noise(self, pool: str) -> tuple[int, int, int]:
+        """(top, random, seeds) of the pool's repeated-seed runs."""
+        return (int(getattr(self, f"noise_{pool}_top")), int(getattr(self, f"noise_{pool}_random")),
+                int(getattr(self, f"noise_{pool}_seeds")))
+
+    def controls(self, pool: str) -> dict[str, Any]:
+        """The engine's training controls of a run of ``pool`` (besides its seed)."""
+        return {"max_epochs": self.max_epochs, "max_steps": None, "valid_every": self.valid_every(pool),
+                "patience": self.patience, "max_valid_triples": self.max_valid_triples(pool)}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a recording: a configuration (with its sizes) of a pool, trained with ``seed``."""
+
+    pool: str
+    index: int  # the configuration's index in its pool (``expand``: the stage-1 configuration's index)
+    config: dict
+    seed: int = 0
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.pool, self.index, self.config["batch_size"], self.config["dim"], self.seed)
+
+
+def run_id(pool: str, index: int, batch_size: int, dim: int, seed: int) -> str:
+    """``stage1-0042-b128-d100-s0``: a run's key in the journal and the tables."""
+    return f"{pool}-{int(index):04d}-b{int(batch_size)}-d{int(dim)}-s{int(seed)}"
+
+
+def trial_defaults(name: str) -> dict[str, Any]:
+    """``patience`` and stage 1's ``max_valid_triples`` of ``conf/trial/NAME.yaml`` (the full-graph pools keep
+    their own validation sample, see :class:`RecordSettings`)."""
+    import yaml
+
+    from kgtuner.paths import CONF_DIR
+
+    path = Path(CONF_DIR) / "trial" / f"{name}.yaml"
+    if not path.is_file():
+        choices = sorted(p.stem for p in (Path(CONF_DIR) / "trial").glob("*.yaml"))
+        raise ConfigError(f"unknown trial preset {name!r}; choose one of {', '.join(choices)}")
+    data = yaml.safe_load(path.read_text())
+    return {"trial": name, "patience": int(data["stage2"]["patience"]),
+            "stage1_max_valid_triples": data["stage1"].get("max_valid_triples")}
+
+
+class Pools:
+    """The spaces and configuration pools of a recording on the graph named ``graph`` (the dataset's name:
+    it selects the space's dataset exceptions, e.g. the demo's small stage-2 sizes)."""
+
+    def __init__(self, settings: RecordSettings, graph: str):
+        from kgtuner.search import load_space
+
+        self.settings = settings
+        self.graph = graph
+        self.stage1_space = load_space(settings.stage1_space, model=settings.model, dataset=graph)
+        self.full_space = load_space(settings.full_space, model=settings.model, dataset=graph)
+        if self.stage1_space.stage2 is None:
+            raise ConfigError(f"space {settings.stage1_space!r} declares no stage-2 expansion (use the decoupled space)")
+
+    # -- the fixed pools -------------------------------------------------------------------------
+    def stage1_configs(self) -> list[dict]:
+        """The stage-1 pool: as ``scripts/kge_trial_table.py`` draws it (same seed, same configurations)."""
+        return draw_configs(self.stage1_space, self.settings.stage1_configs, self.settings.seed)
+
+    def full_configs(self) -> list[dict]:
+        return draw_configs(self.full_space, self.settings.full_configs, self.settings.seed + FULL_SEED_OFFSET)
+
+    def stage1_sizes(self) -> tuple[int, int]:
+        """(batch_size, dim) the decoupled space fixes for stage 1."""
+        cfg = self.stage1_configs()[0] if self.settings.stage1_configs else self.stage1_space.sample(0)
+        return int(cfg["batch_size"]), int(cfg["dim"])
+
+    def expand_sizes(self) -> list[tuple[int, int]]:
+        """The stage-2 (batch_size, dim) of the space's expansion, in ``expand_stage2`` order."""
+        probe = {"batch_size": 0, "dim": 0}
+        return [(int(c["batch_size"]), int(c["dim"])) for c in self.stage1_space.expand_stage2(probe)]
+
+    def fingerprint(self) -> dict[str, str]:
+        """A hash of each fixed pool's configurations (a restart checks it reproduces the same pools)."""
+        return {"stage1": _digest(self.stage1_configs()), "full": _digest(self.full_configs()),
+                "expand_sizes": _digest(self.expand_sizes())}
+
+    # -- runs ------------------------------------------------------------------------------------
+    def main_runs(self, pool: str, stage1_rows: Sequence[Mapping] = ()) -> list[RunSpec]:
+        """The seed-0 runs of ``pool`` (``expand``: from the finished stage-1 rows, see :meth:`expand_indices`)."""
+        if pool == "stage1":
+            return [RunSpec("stage1", i, c) for i, c in enumerate(self.stage1_configs())]
+        if pool == "full":
+            return [RunSpec("full", i, c) for i, c in enumerate(self.full_configs())]
+        if pool == "expand":
+            configs = self.stage1_configs()
+            return [RunSpec("expand", i, {**configs[i], "batch_size": b, "dim": d})
+                    for i in self.expand_indices(stage1_rows) for b, d in self.expand_sizes()]
+        raise ConfigError(f"unknown pool {pool!r}; choose one of {', '.join(POOLS)}")
+
+    def expand_indices(self, stage1_rows: Sequence[Mapping]) -> list[int]:
+        """The stage-1 indices whose expansions are recorded: the ``expand_top`` best by validation MRR."""
+        return top_indices(_main(stage1_rows, "stage1"), self.settings.expand_top)
+
+    def noise_runs(self, pool: str, rows: Sequence[Mapping]) -> list[RunSpec]:
+        """Repeated-seed runs of ``pool``: its ``top`` best main runs and ``random`` others (drawn among the
+        non-failed rest), each with the train seeds 1 .. seeds-1."""
+        top, n_random, seeds = self.settings.noise(pool)
+        main = _main(rows, pool)
+        if seeds < 2 or not main:
+            return []
+        ranked = rank_runs(main)
+        chosen = ranked[:top]
+        rest = sorted((r for r in ranked[top:] if r.get("best_valid_mrr") is not None),
+                      key=lambda r: r["run_id"])
+        if n_random and rest:
+            rng = np.random.default_rng(self.settings.seed + NOISE_SEED_OFFSET + POOLS.index(pool))
+            pick = rng.choice(len(rest), size=min(n_random, len(rest)), replace=False)
+            chosen += [rest[i] for i in sorted(pick)]
+        return [RunSpec(pool, int(r["config_index"]), dict(r["config"]), s) for r in chosen for s in range(1, seeds)]
+
+    def planned_counts(self) -> dict[str, int]:
+        """Runs each pool will have once complete (main + noise), for the estimate."""
+        s = self.settings
+        n_sizes = len(self.expand_sizes())
+        counts = {"stage1": s.stage1_configs, "expand": min(s.expand_top, s.stage1_configs) * n_sizes,
+                  "full": s.full_configs}
+        out = {}
+        for pool, n in counts.items():
+            top, rnd, seeds = s.noise(pool)
+            out[pool] = n + min(top + rnd, n) * max(0, seeds - 1)
+        return out
+
+
+def draw_configs(space, n: int, seed: int) -> list[dict]:
+    """``n`` configurations of ``space`` drawn with ``numpy.random.default_rng(seed)``."""
+    if n <= 0:
+        return []
+    return [space.to_config(r) for r in space.sample_array(np.random.default_rng(seed), n)]
+
+
+def _value(row: Mapping) -> float:
+    v = row.get("best_valid_mrr", row.get("valid_mrr"))
+    return -1.0 if v is None or v != v else float(v)
+
+
+def rank_runs(rows: Iterable[Mapping]) -> list[Mapping]:
+    """Rows best first: by validation MRR (a failed run, None, last), ties by configuration index."""
+    return sorted(rows, key=lambda r: (-_value(r), int(r.get("config_index", r.get("index", 0)))))
+
+
+def top_indices(rows: Iterable[Mapping], k: int) -> list[int]:
+    """The configuration indices of the ``k`` best rows (see :func:`rank_runs`)."""
+    return [int(r.get("config_index", r.get("index"))) for r in rank_runs(rows)[:max(0, int(k))]]
+
+
+def _main(rows: Iterable[Mapping], pool: str) -> list[Mapping]:
+    return [r for r in rows if r.get("pool") == pool and int(r.get("seed", 0)) == 0]
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

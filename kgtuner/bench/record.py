@@ -1,0 +1,562 @@
+"""Training one run with the engine, and the durable, resumable journal a recording appends to.
+
+:func:`train_config` is the one training path of the recorded tables (and of ``scripts/kge_trial_table.py``
+/ ``scripts/kge_stage2_table.py``): ``kgtuner.kge.Trainer`` with the run's controls, stopped by its
+patience, its epoch budget or a wall-clock cap (the engine's ``should_stop`` hook, checked before every
+step). It measures each segment: setup (model and sampler), training steps (the engine's own clock),
+validations and the test evaluation (timed around ``Trainer.evaluate``), and keeps the learning curve:
+one point per validation with the cumulative training and validation seconds at that point. A run
+stopped by its cap validates its final state once (unless it just did) and computes its test metrics at
+its best validation, as a run that ends its epochs does. An exception or a divergence is the run's
+result (status ``failed`` / ``diverged``, stop reason ``failed``, the error kept), not the recording's.
+
+:class:`Journal`: one JSON object per line, appended and ``fsync``-ed as soon as a run ends; a line cut
+by a kill is dropped at the next open. :func:`record` runs a recording's pools in order, skipping the
+runs already in the journal (a restart reproduces the same pools, see :mod:`kgtuner.bench.pool`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from kgtuner.bench.pool import POOL_GRAPH, POOLS, SCHEMA_VERSION, Pools, RecordSettings, RunSpec
+from kgtuner.errors import ConfigError
+
+#: The engine's stop reasons -> the table's.
+STOP_REASONS = {"max_epochs": "epochs", "max_steps": "steps", "patience": "patience", "callback": "time_cap"}
+#: Stop reasons of a table, in the card's order.
+TABLE_STOP_REASONS = ("patience", "epochs", "time_cap", "failed")
+METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
+
+
+# ------------------------------------------------------------------------------------ one run
+def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping[str, Any], seed: int = 0,
+                 filter_index=None, cap_s: float | None = None, device: str = "cpu") -> dict[str, Any]:
+    """Train ``config`` (hyper-parameters, with ``batch_size`` and ``dim``) on ``kg`` and describe the run.
+
+    ``controls``: the engine's controls (``max_epochs``, ``max_steps``, ``valid_every``, ``patience``,
+    ``max_valid_triples``). Returns ``status`` (ok / diverged / failed), ``stop_reason`` (patience /
+    epochs / steps / time_cap / failed), ``error``, ``steps``, ``epochs``, ``steps_per_epoch``,
+    ``best_valid`` / ``test`` (metric dicts or None), ``best_step``, ``curve`` (one dict per validation:
+    step, epoch, valid metrics, loss, lr, cumulative ``train_s`` / ``valid_s``, ``final``: a validation off
+    the ``valid_every`` grid, at the end of the run), ``seconds`` (setup / train / valid / test / total)
+    and ``threads`` (torch's thread count during the run).
+    """
+    import torch
+
+    from kgtuner.kge import TrainConfig, Trainer
+
+    t0 = time.perf_counter()
+    seg = {"valid": 0.0, "test": 0.0}
+    curve: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"status": "failed", "stop_reason": "failed", "error": None, "steps": 0, "epochs": 0.0,
+                           "steps_per_epoch": None, "best_valid": None, "test": None, "best_step": None,
+                           "curve": curve, "threads": torch.get_num_threads()}
+    trainer = None
+    valid_every = int(controls.get("valid_every") or 1)
+    t_fit = None
+    try:
+        cfg = TrainConfig.from_dict({**dict(config), **dict(controls), "model": model, "seed": int(seed),
+                                     "device": device})
+
+        def on_validation(report: dict) -> None:
+            step = int(report["step"])
+            curve.append({"step": step, "epoch": float(report["epoch"]),
+                          **{f"valid_{k}": _num(report.get(f"valid_{k}")) for k in METRICS},
+                          "loss": _num(report.get("loss")), "lr": _num(report.get("lr")),
+                          "train_s": float(report["train_seconds"]), "valid_s": seg["valid"],
+                          "final": step % valid_every != 0})
+
+        deadline = [math.inf]
+        trainer = Trainer(cfg, kg, filter_index=filter_index, callback=on_validation,
+                          should_stop=lambda: time.perf_counter() >= deadline[0])
+        evaluate = trainer.evaluate
+
+        def timed_evaluate(split, model=None):
+            t = time.perf_counter()
+            try:
+                return evaluate(split, model)
+            finally:
+                seg["valid" if split == "valid" else "test"] += time.perf_counter() - t
+
+        trainer.evaluate = timed_evaluate  # Trainer._validate / evaluate_test call it: every evaluation is timed
+        out["steps_per_epoch"] = int(trainer.steps_per_epoch)
+        t_fit = time.perf_counter()
+        if cap_s is not None:
+            deadline[0] = t_fit + float(cap_s)
+        result = trainer.fit()
+        test = result.test
+        stop = STOP_REASONS.get(result.stop_reason, result.stop_reason)
+        if result.status == "stopped":  # the time cap: validate the final state once, then test the best
+            if len(kg.valid) and trainer.step > 0 and trainer.last_eval_step != trainer.step:
+                if trainer._validate(final=True) == "diverged":
+                    raise _Diverged(f"validation MRR is NaN at step {trainer.step}")
+            test = trainer.evaluate_test()
+        if result.status == "diverged":
+            out.update(status="diverged", error=result.message)
+        else:
+            out.update(status="ok", stop_reason=stop, best_valid=_metrics(trainer.best_valid),
+                       test=_metrics(test), best_step=int(trainer.best_step) if trainer.best_valid else None)
+    except _Diverged as exc:
+        out.update(status="diverged", error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a failing configuration is a data point (a failed trial)
+        out.update(status="failed", error=f"{type(exc).__name__}: {exc}".strip()[:2000])
+    end = time.perf_counter()
+    train_s = float(trainer.train_seconds) if trainer is not None else 0.0
+    if trainer is not None:
+        out.update(steps=int(trainer.step), epochs=float(trainer.epochs))
+    out["seconds"] = {"setup": (t_fit or end) - t0, "train": train_s, "valid": seg["valid"], "test": seg["test"],
+                      "total": end - t0}
+    return out
+
+
+class _Diverged(RuntimeError):
+    pass
+
+
+def _num(v) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _metrics(d: Mapping | None) -> dict[str, float] | None:
+    if not d:
+        return None
+    return {k: float(d[k]) for k in METRICS if k in d}
+
+
+def train_run(spec: RunSpec, kg, settings: RecordSettings, *, filter_index=None) -> dict[str, Any]:
+    """A journal row of ``spec`` trained on ``kg`` (its pool's graph) under ``settings``."""
+    started = time.time()
+    load_start = _load()
+    res = train_config(kg, spec.config, model=settings.model, controls=settings.controls(spec.pool),
+                       seed=spec.seed, filter_index=filter_index, cap_s=settings.cap_s(spec.pool))
+    best, test = res["best_valid"] or {}, res["test"] or {}
+    return {"kind": "run", "run_id": spec.run_id, "pool": spec.pool, "config_index": spec.index,
+            "config": spec.config, "batch_size": int(spec.config["batch_size"]), "dim": int(spec.config["dim"]),
+            "seed": spec.seed, "graph": kg.name, "model": settings.model, "status": res["status"],
+            "stop_reason": res["stop_reason"], "error": res["error"], "steps": res["steps"], "epochs": res["epochs"],
+            "steps_per_epoch": res["steps_per_epoch"], "n_valid": len(res["curve"]), "best_step": res["best_step"],
+            **{f"best_valid_{k}": best.get(k) for k in METRICS}, **{f"test_{k}": test.get(k) for k in METRICS},
+            **{f"seconds_{k}": v for k, v in res["seconds"].items()}, "threads": res["threads"],
+            "cap_s": settings.cap_s(spec.pool), **{k: v for k, v in settings.controls(spec.pool).items()
+                                                   if k != "max_steps"},
+            "started_unix": round(started, 3), "ended_unix": round(time.time(), 3),
+            "load_start": load_start, "load_end": _load(), "curve": res["curve"]}
+
+
+def _load() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:  # pragma: no cover - no load average on this platform
+        return None
+
+
+# ------------------------------------------------------------------------------------ journal
+class Journal:
+    """An append-only JSON-lines file, each record ``fsync``-ed when written.
+
+    ``read()`` returns the records; a last line cut by a kill (no newline, or not JSON) is dropped, and
+    the file is truncated to its last complete line before the next append."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def exists(self) -> bool:
+        return self.path.is_file() and self.path.stat().st_size > 0
+
+    def read(self) -> list[dict]:
+        if not self.path.is_file():
+            return []
+        records = []
+        for line in self.path.read_bytes().split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except ValueError:  # a line cut by a kill: the run reruns
+                continue
+        return records
+
+    def repair(self) -> int:
+        """Cut a partial last line (written when the process died); return the bytes removed."""
+        if not self.path.is_file():
+            return 0
+        data = self.path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        if keep == len(data):
+            return 0
+        with self.path.open("r+b") as fh:
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return len(data) - keep
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(record, default=_json_default, allow_nan=False) + "\n"
+        with self.path.open("a") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _json_default(obj):
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def append_jsonl(path: str | Path, record: Mapping[str, Any]) -> None:
+    """Append one record to a JSON-lines file durably (the scripts' tables)."""
+    Journal(path).append(record)
+
+
+# ------------------------------------------------------------------------------------ machine
+def git_commit(root: str | Path | None = None) -> str:
+    """The checkout's commit (with ``+dirty`` when its tracked files differ), or ``unknown``."""
+    root = Path(root) if root else Path(__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (sha + ("+dirty" if dirty else "")) if sha else "unknown"
+
+
+def code_digest() -> str:
+    """A hash of the training and recording code (``kgtuner/kge``, ``kgtuner/bench``, ``kgtuner/data``, the spaces):
+    what ``+dirty`` commits cannot name."""
+    import hashlib
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    files = [*sorted((root / "kge").rglob("*.py")), *sorted((root / "bench").rglob("*.py")),
+             *sorted((root / "data").rglob("*.py")), *sorted((root / "search").rglob("*.py"))]
+    conf = root.parent / "conf" / "space"
+    files += sorted(conf.glob("*.yaml")) if conf.is_dir() else []
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def machine_info() -> dict[str, Any]:
+    """Cores, CPU model, memory, OS, Python/torch versions of this machine."""
+    import torch
+
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = round(int(line.split()[1]) / 2 ** 20, 1)
+                break
+    except OSError:
+        pass
+    return {"host": platform.node(), "cores": os.cpu_count(), "cpu": cpu, "memory_gib": mem,
+            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+            "torch": torch.__version__}
+
+
+# ------------------------------------------------------------------------------------ recording
+class Graphs:
+    """The recording's two graphs (the full graph, KGTuner's stage-1 subgraph of it) and filter indexes,
+    built once."""
+
+    def __init__(self, settings: RecordSettings):
+        from kgtuner.data import load_dataset
+
+        self.settings = settings
+        self.full = load_dataset(settings.dataset)
+        self._sub = None
+        self._fi: dict[str, Any] = {}
+
+    @property
+    def name(self) -> str:
+        return self.full.name
+
+    @property
+    def sub(self):
+        if self._sub is None:
+            from kgtuner.data import sample_subgraph
+
+            s = self.settings
+            self._sub = sample_subgraph(self.full, ratio=s.subgraph_ratio, seed=s.seed,
+                                        sampler=s.subgraph_sampler).graph
+        return self._sub
+
+    def for_pool(self, pool: str):
+        """(graph, filter index) a run of ``pool`` trains on."""
+        role = POOL_GRAPH[pool]
+        kg = self.sub if role == "sub" else self.full
+        if role not in self._fi:
+            from kgtuner.data import FilterIndex
+
+            self._fi[role] = FilterIndex.from_graph(kg)
+        return kg, self._fi[role]
+
+
+def default_out(dataset: str) -> Path:
+    """``outputs/bench_tables/<dataset name>``."""
+    return Path("outputs") / "bench_tables" / Path(str(dataset).rstrip("/")).name
+
+
+def check_header(header: Mapping[str, Any], settings: RecordSettings, fingerprint: Mapping[str, str]) -> None:
+    """Refuse to continue a journal recorded with other settings or whose pools this code draws differently."""
+    import dataclasses
+
+    defaults = {f.name: f.default for f in dataclasses.fields(RecordSettings) if f.default is not dataclasses.MISSING}
+    old = {**defaults, **dict(header.get("settings") or {})}  # a setting added later: its default, as before it
+    new = settings.to_dict()
+    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if diff:
+        pairs = ", ".join(f"{k}: journal {old.get(k)!r} vs now {new.get(k)!r}" for k in diff)
+        raise ConfigError(f"the journal was recorded with other settings ({pairs}); settings are fixed "
+                          "before the first run: record into another --out, or restart with the journal's settings")
+    if dict(header.get("fingerprint") or {}) != dict(fingerprint):
+        raise ConfigError("this code draws other pools than the journal's (pool fingerprints differ: "
+                          f"journal {header.get('fingerprint')} vs now {dict(fingerprint)}); the recording cannot "
+                          "continue with this version")
+
+
+def record(settings: RecordSettings, out: str | Path, *, command: str | None = None,
+           estimate: Mapping[str, Any] | None = None, max_runs: int | None = None,
+           log: Callable[[str], None] = print, pools: Iterable[str] = POOLS) -> dict[str, Any]:
+    """Record (or continue) the table of ``settings`` into ``out/journal.jsonl``; return a summary.
+
+    The first call writes the header (settings, pool fingerprints, commit, command, machine, the
+    ``estimate``); every call appends a ``session`` record, then trains the runs not yet in the journal,
+    pool by pool (:data:`POOLS`, then the repeated seeds), appending each as soon as it ends.
+    ``max_runs``: stop after that many runs (tests, pilots)."""
+    import torch
+
+    torch.set_num_threads(int(settings.threads))
+    out = Path(out)
+    journal = Journal(out / "journal.jsonl")
+    _lock(out)  # held until this process ends: one recording per journal
+    records = journal.read()
+    _refuse_if_running(records)
+    journal.repair()
+    records = journal.read()
+    graphs = Graphs(settings)
+    pools_ = Pools(settings, graphs.name)
+    fingerprint = pools_.fingerprint()
+    header = next((r for r in records if r.get("kind") == "header"), None)
+    command = command or " ".join(shlex.quote(a) for a in sys.argv)
+    if header is None:
+        header = {"kind": "header", "schema": SCHEMA_VERSION, "dataset": graphs.name, "settings": settings.to_dict(),
+                  "fingerprint": fingerprint, "stage1_sizes": list(pools_.stage1_sizes()),
+                  "expand_sizes": [list(s) for s in pools_.expand_sizes()], "planned": pools_.planned_counts(),
+                  "subgraph": graphs.sub.stats(), "full_graph": graphs.full.stats(), "commit": git_commit(),
+                  "code": code_digest(),
+                  "command": command, "machine": machine_info(), "created_unix": round(time.time(), 3),
+                  "estimate": dict(estimate or {})}
+        journal.append(header)
+    else:
+        check_header(header, settings, fingerprint)
+    journal.append({"kind": "session", "started_unix": round(time.time(), 3), "pid": os.getpid(),
+                    "commit": git_commit(), "code": code_digest(), "command": command, "host": machine_info()["host"],
+                    "threads": torch.get_num_threads(), "nice": _nice()})
+    rows = {r["run_id"]: r for r in records if r.get("kind") == "run"}
+    log(f"{graphs.name}: {len(rows)} run(s) in {journal.path}; planned {pools_.planned_counts()} "
+        f"(stage-1 graph {graphs.sub.name}: {graphs.sub.stats()['train']} train triples)")
+    done_now = 0
+    t_session = time.time()
+    chosen = [p for p in POOLS if p in set(pools)]
+    for phase in [(p, "main") for p in chosen] + [(p, "noise") for p in chosen]:
+        pool, kind = phase
+        if kind == "main":
+            if pool == "expand" and not _complete(pools_.main_runs("stage1"), rows):
+                log("expand: waits for the complete stage-1 pool")
+                continue
+            specs = pools_.main_runs(pool, list(rows.values()))
+        else:
+            if not _complete(_main_specs(pools_, pool, rows), rows):
+                continue
+            specs = pools_.noise_runs(pool, list(rows.values()))
+        todo = [s for s in specs if s.run_id not in rows]
+        for n, spec in enumerate(todo, 1):
+            if max_runs is not None and done_now >= max_runs:
+                log(f"stopped after {done_now} run(s) (max_runs)")
+                return {"runs": len(rows), "recorded_now": done_now, "complete": False}
+            kg, fi = graphs.for_pool(pool)
+            row = train_run(spec, kg, settings, filter_index=fi)
+            row["session_unix"] = round(t_session, 3)
+            journal.append(row)
+            rows[row["run_id"]] = row
+            done_now += 1
+            log(progress_line(row, n, len(todo), kind, len(rows), time.time() - t_session))
+    complete = all(_complete(_main_specs(pools_, p, rows), rows) for p in chosen)
+    log(f"{graphs.name}: {len(rows)} run(s) recorded ({done_now} now); complete: {complete}")
+    return {"runs": len(rows), "recorded_now": done_now, "complete": complete}
+
+
+_LOCKS: dict[str, Any] = {}
+
+
+def _lock(out: Path):
+    """An exclusive lock on ``out/record.lock`` for this process's lifetime (ConfigError if another holds it)."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "record.lock"
+    if str(path) in _LOCKS:
+        return _LOCKS[str(path)]
+    fh = path.open("a+")
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise ConfigError(f"another `kgtuner bench record` is recording into {out} (it holds {path}); "
+                          "one recording per journal") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    _LOCKS[str(path)] = fh
+    return fh
+
+
+def _refuse_if_running(records: list[dict]) -> None:
+    """Refuse when the journal's last session is a live ``bench record`` process (one started before the lock)."""
+    sessions = [r for r in records if r.get("kind") == "session"]
+    if not sessions:
+        return
+    pid = int(sessions[-1].get("pid") or 0)
+    if pid <= 0 or pid == os.getpid():
+        return
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return
+    if "bench" in cmdline and "record" in cmdline:
+        raise ConfigError(f"the journal's recording is still running (pid {pid}: {cmdline.strip()}); "
+                          "one recording per journal")
+
+
+def _main_specs(pools_: Pools, pool: str, rows: Mapping[str, Mapping]) -> list[RunSpec]:
+    if pool == "expand":
+        if not _complete(pools_.main_runs("stage1"), rows):
+            return [RunSpec("expand", -1, {"batch_size": 0, "dim": 0})]  # not plannable yet: incomplete
+        return pools_.main_runs("expand", list(rows.values()))
+    return pools_.main_runs(pool)
+
+
+def _complete(specs: Iterable[RunSpec], rows: Mapping[str, Any]) -> bool:
+    return all(s.run_id in rows for s in specs)
+
+
+def _nice() -> int | None:
+    try:
+        return os.nice(0)
+    except OSError:  # pragma: no cover
+        return None
+
+
+def _fmt(v, digits: int = 4) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def progress_line(row: Mapping[str, Any], n: int, total: int, kind: str, recorded: int, elapsed_s: float) -> str:
+    """One line per finished run."""
+    tag = row["pool"] if kind == "main" else f"{row['pool']}/noise"
+    err = f" error={row['error'][:80]!r}" if row.get("error") else ""
+    return (f"[{tag} {n}/{total}] {row['run_id']} {row['status']} stop={row['stop_reason']} "
+            f"valid_mrr={_fmt(row['best_valid_mrr'])} test_mrr={_fmt(row['test_mrr'])} steps={row['steps']} "
+            f"epochs={row['epochs']:.2f} {row['seconds_total']:.1f}s (train {row['seconds_train']:.1f} "
+            f"valid {row['seconds_valid']:.1f} test {row['seconds_test']:.1f}) load={row['load_end']}"
+            f" | {recorded} recorded, session {elapsed_s / 3600:.2f} h{err}")
+
+
+# ------------------------------------------------------------------------------------ pilot
+def pilot(settings: RecordSettings, out: str | Path, *, per_pool: int = 4, log: Callable[[str], None] = print,
+          pools: Iterable[str] = POOLS) -> dict[str, Any]:
+    """Time ``per_pool`` runs of each pool under ``settings`` (appended to ``out/pilot.jsonl``, never to the
+    journal) and estimate the recording's hours: per pool, the mean seconds of its pilot runs x its planned
+    runs (:meth:`Pools.planned_counts`). Pilot runs: ``per_pool`` configurations evenly spread over the stage-1
+    and full pools (:func:`spread`); for ``expand`` (whose top is not known before the stage-1 pool) the same
+    stage-1 configurations, each at the next expanded size in turn. Pilot runs already recorded with the same
+    settings are reused."""
+    import torch
+
+    torch.set_num_threads(int(settings.threads))
+    out = Path(out)
+    journal = Journal(out / "pilot.jsonl")
+    journal.repair()
+    graphs = Graphs(settings)
+    pools_ = Pools(settings, graphs.name)
+    same = [r for r in journal.read() if r.get("kind") == "run" and r.get("settings") == settings.to_dict()]
+    have = {r["run_id"]: r for r in same}
+    stage1 = pools_.stage1_configs()
+    full = pools_.main_runs("full")
+    sizes = pools_.expand_sizes()
+    picks = {"stage1": spread(len(stage1), per_pool), "full": spread(len(full), per_pool)}
+    plans = {"stage1": [RunSpec("stage1", i, stage1[i]) for i in picks["stage1"]],
+             "full": [full[i] for i in picks["full"]],
+             "expand": [RunSpec("expand", i, {**stage1[i], "batch_size": sizes[n % len(sizes)][0],
+                                              "dim": sizes[n % len(sizes)][1]})
+                        for n, i in enumerate(picks["stage1"])]}
+    chosen = [p for p in POOLS if p in set(pools)]
+    for pool in chosen:
+        for n, spec in enumerate(plans[pool], 1):
+            if spec.run_id in have:
+                continue
+            kg, fi = graphs.for_pool(pool)
+            row = train_run(spec, kg, settings, filter_index=fi)
+            row["settings"] = settings.to_dict()
+            journal.append(row)
+            have[row["run_id"]] = row
+            log(progress_line(row, n, len(plans[pool]), "main", len(have), 0.0).replace("[", "[pilot ", 1))
+    return estimate(settings, pools_, list(have.values()))
+
+
+def estimate(settings: RecordSettings, pools_: Pools, pilot_rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The recording's estimated hours from pilot rows: mean pilot seconds x planned runs, per pool."""
+    planned = pools_.planned_counts()
+    per_pool: dict[str, Any] = {}
+    total = 0.0
+    rows = list(pilot_rows)
+    for pool in POOLS:
+        secs = [float(r["seconds_total"]) for r in rows if r["pool"] == pool]
+        if not secs:
+            continue
+        mean = sum(secs) / len(secs)
+        hours = mean * planned[pool] / 3600
+        total += hours
+        per_pool[pool] = {"pilot_runs": len(secs), "pilot_mean_s": round(mean, 1), "pilot_max_s": round(max(secs), 1),
+                          "cap_s": settings.cap_s(pool), "planned_runs": planned[pool], "hours": round(hours, 2),
+                          "pilot_stops": {k: sum(r["stop_reason"] == k for r in rows if r["pool"] == pool)
+                                          for k in TABLE_STOP_REASONS}}
+    return {"pools": per_pool, "hours": round(total, 2), "machine": machine_info(), "settings": settings.to_dict()}
+
+
+def spread(n: int, k: int) -> list[int]:
+    """``k`` indices evenly spread over ``range(n)`` (first and last included)."""
+    if n <= 0 or k <= 0:
+        return []
+    if k >= n:
+        return list(range(n))
+    if k == 1:
+        return [0]
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})

@@ -1,0 +1,526 @@
+"""Replay the real search strategies on a recorded table, on simulated time (Syne Tune's simulator backend, for KGE).
+
+A replay runs one strategy's *own* searcher and scheduler -- the objects ``Strategy.searcher`` and
+``Strategy.scheduler`` give Ray Tune in a live search (KGTuner's ``StagedSearcher`` and its switch, ASHA,
+RF+BORE, TPE, random) -- through their Ray Tune APIs (``suggest``, ``on_trial_result``,
+``on_trial_complete``; the scheduler's ``on_trial_result``/``on_trial_complete``) and the
+:class:`~kgtuner.tune.events.Driver` protocol, with ``workers`` simulated workers and a discrete-event clock.
+No strategy is implemented a second time here.
+
+- **A trial costs its recorded seconds** (training and validation, measured when the table was recorded): the
+  clock moves from one recorded validation to the next. The searchers' own computing time is *not* charged
+  to the simulated clock; :class:`ReplayResult` reports it (``searcher_s``) beside the results.
+- **Suggestions are restricted to the table's pool, by one rule for every searcher:** a suggestion is
+  replaced by the nearest configuration of its pool (standardised features of the pool's space, Euclidean)
+  that this search has not evaluated yet at that fidelity (so no searcher is charged twice for one recorded
+  run, and no searcher is given a configuration it did not ask for more often than another); once a search
+  has used every run of a pool, the nearest of all (``repeats`` counts these: a budget the pool is too small
+  for). KGTuner's
+  stage-2 candidates are its own stage-1 suggestions expanded: a candidate maps to the expansion of the
+  pool configuration its stage-1 suggestion mapped to; a missing expansion (outside the recorded top of the
+  pool) is a *miss*, counted in the result and replaced by the nearest recorded expansion at those sizes.
+- **What a trial reports** is what the trainable reports live (:class:`~kgtuner.tune.report.TrialReport`):
+  the best validation MRR so far at each recorded validation, then a final report with the test metrics at
+  the best validation. An early-stopping scheduler's STOP ends the trial at that validation; a trial still
+  running at its stage's end (``StageSpec.end_s``) ends there with the best validation it had (its first
+  validation's value when it had none yet: the live trial validates once when it stops).
+- **The answer** is the strategy's own choice (``Strategy.best_row``'s rule: the best validation MRR of its
+  answer stage); its test MRR is the recorded test MRR at the best validation of that run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from kgtuner.errors import ConfigError
+from kgtuner.tune import events
+from kgtuner.tune.report import META_KEYS, TrialReport
+
+#: Pools of a table and the hyper-parameters that are fidelities (sizes), not searched values.
+SIZE_KEYS = ("batch_size", "dim")
+
+
+# ----------------------------------------------------------------------------------------- the table
+@dataclass
+class RecordedRun:
+    """One recorded training: its validation curve and what it cost."""
+
+    run_id: str
+    config: dict
+    ok: bool
+    step: np.ndarray       # training step of each validation
+    seconds: np.ndarray    # cumulative measured seconds (training + validation) at each validation
+    valid: np.ndarray      # validation MRR at each validation
+    total_s: float         # the whole run's measured seconds (setup and test included)
+    test: dict = field(default_factory=dict)  # test metrics at the best validation
+    error: str | None = None
+
+    def best_until(self, k: int) -> float | None:
+        """The best validation MRR among the first ``k + 1`` validations (None when there is none)."""
+        if k < 0 or len(self.valid) == 0:
+            return None
+        v = self.valid[: k + 1]
+        v = v[np.isfinite(v)]
+        return float(v.max()) if len(v) else None
+
+
+class ReplayTable:
+    """A recorded table (``kgtuner bench record``'s ``runs.parquet`` + ``curves.parquet``) indexed for replay:
+    per pool, its configurations (seed 0) and runs; ``expand`` runs keyed by (stage-1 index, batch, dim).
+
+    ``graph``: the dataset name (it selects the space's dataset exceptions, e.g. the stage-2 sizes);
+    ``stage1_space`` / ``full_space``: the spaces the pools were drawn from."""
+
+    def __init__(self, runs, curves, *, graph: str, model: str = "complex", stage1_space: str = "decoupled",
+                 full_space: str = "full", source: str = "", valid_every: Mapping[str, int] | None = None):
+        from kgtuner.search import load_space
+
+        self.graph, self.model, self.source = str(graph), str(model), source
+        self.space_names = {"stage1": str(stage1_space), "full": str(full_space)}  # what the searchers search
+        self.valid_every = dict(valid_every or {})  # pool -> steps between validations, as recorded
+        self.spaces = {"stage1": load_space(stage1_space, model=model, dataset=graph),
+                       "full": load_space(full_space, model=model, dataset=graph)}
+        self.spaces["expand"] = self.spaces["stage1"]
+        by_run: dict[str, list] = {}
+        for row in curves.sort_values(["run_id", "step"]).itertuples(index=False):
+            by_run.setdefault(row.run_id, []).append(row)
+        self.runs: dict[str, dict[Any, RecordedRun]] = {"stage1": {}, "full": {}, "expand": {}}
+        for r in runs.itertuples(index=False):
+            if int(getattr(r, "seed", 0) or 0) != 0 or r.pool not in self.runs:
+                continue
+            pts = by_run.get(r.run_id, [])
+            config = json.loads(r.config_json)
+            run = RecordedRun(
+                run_id=r.run_id, config=config, ok=str(r.status) == "ok",
+                step=np.array([int(p.step) for p in pts], dtype=np.int64),
+                seconds=np.array([float(p.seconds) for p in pts], dtype=np.float64),
+                valid=np.array([np.nan if p.valid_mrr is None else float(p.valid_mrr) for p in pts]),
+                total_s=float(r.seconds_total) if _num(r.seconds_total) is not None else
+                float(pts[-1].seconds if pts else 0.0),
+                test={"mrr": _num(getattr(r, "test_mrr", None))}, error=getattr(r, "error", None))
+            key = (int(r.config_index), int(r.batch_size), int(r.dim)) if r.pool == "expand" else int(r.config_index)
+            self.runs[r.pool][key] = run
+        self._features: dict[str, tuple[list, np.ndarray]] = {}
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "ReplayTable":
+        """The table of ``folder`` (``runs.parquet``, ``curves.parquet`` and ``card.json`` or the journal header)."""
+        import pandas as pd
+
+        folder = Path(folder)
+        for name in ("runs.parquet", "curves.parquet"):
+            if not (folder / name).is_file():
+                raise ConfigError(f"{folder / name} is missing: not a recorded table (see `kgtuner bench record`)")
+        runs, curves = pd.read_parquet(folder / "runs.parquet"), pd.read_parquet(folder / "curves.parquet")
+        header = _table_settings(folder, runs)
+        return cls(runs, curves, graph=header["graph"], model=header.get("model", "complex"),
+                   stage1_space=header.get("stage1_space", "decoupled"), full_space=header.get("full_space", "full"),
+                   source=str(folder), valid_every=header.get("valid_every"))
+
+    @classmethod
+    def from_trials(cls, run_dir: str | Path, *, graph: str, model: str = "complex",
+                    stage1_space: str = "decoupled", full_space: str = "full") -> "ReplayTable":
+        """A table of the trials an earlier search ran (its ``trials.parquet``): each trial one run with one
+        validation (its final value at its measured seconds). Stage-1 trials of a two-stage search form the
+        ``stage1`` pool, its stage-2 trials the ``expand`` runs of the stage-1 configuration with the same
+        hyper-parameters (a configuration explored in stage 2 gets an index of its own), one-stage trials the
+        ``full`` pool. Replaying that search on it must suggest what it suggested."""
+        import pandas as pd
+
+        trials = pd.read_parquet(Path(run_dir) / "trials.parquet").sort_values("trial_index")
+        two_stage = set(trials["stage"]) != {1} or str(trials["graph"].iloc[0]) != graph
+        runs, curves, index_of = [], [], {}
+        for r in trials.itertuples(index=False):
+            cfg = json.loads(r.config_json)
+            stage = int(r.stage)
+            pool = ("stage1" if stage == 1 else "expand") if two_stage else "full"
+            key = _hp_key(cfg)
+            if pool == "stage1":
+                index = index_of.setdefault(key, len(index_of))
+            elif pool == "expand":
+                index = index_of.setdefault(key, 100_000 + len(index_of))
+            else:
+                index = int(r.trial_index)
+            seconds = float(r.end_s) - float(r.start_s)
+            run_id = f"{pool}-{index:06d}-b{int(cfg['batch_size'])}-d{int(cfg['dim'])}-s0"
+            runs.append({"run_id": run_id, "pool": pool, "config_index": index, "seed": 0,
+                         "batch_size": int(cfg["batch_size"]), "dim": int(cfg["dim"]), "config_json": json.dumps(cfg),
+                         "status": "ok" if r.status in ("ok", "stopped") else "failed", "seconds_total": seconds,
+                         "test_mrr": getattr(r, "test_mrr", None), "error": getattr(r, "error", None)})
+            if r.valid_mrr is not None and r.valid_mrr == r.valid_mrr:
+                curves.append({"run_id": run_id, "step": int(r.steps or 0), "seconds": seconds,
+                               "valid_mrr": float(r.valid_mrr)})
+        curves_df = pd.DataFrame(curves, columns=["run_id", "step", "seconds", "valid_mrr"])
+        return cls(pd.DataFrame(runs), curves_df, graph=graph, model=model, stage1_space=stage1_space,
+                   full_space=full_space, source=str(run_dir))
+
+    # -- the pools --------------------------------------------------------------------------------
+    def keys(self, pool: str, sizes: tuple[int, int] | None = None) -> list:
+        keys = list(self.runs[pool])
+        if pool == "expand" and sizes is not None:
+            keys = [k for k in keys if (k[1], k[2]) == tuple(sizes)]
+        return keys
+
+    def _matrix(self, pool: str) -> tuple[list, np.ndarray]:
+        if pool not in self._features:
+            keys = list(self.runs[pool])
+            space = self.spaces[pool]
+            cfgs = [{k: v for k, v in self.runs[pool][key].config.items() if k not in SIZE_KEYS or pool == "full"}
+                    for key in keys]
+            X = self._encode(pool, cfgs)
+            self._features[pool] = (keys, X)
+        return self._features[pool]
+
+    def _encode(self, pool: str, cfgs: Sequence[Mapping]) -> np.ndarray:
+        space = self.spaces[pool]
+        if pool != "full":  # the sizes are the fidelity, not a searched value: the stage-1 sizes stand in
+            fixed = {k: space[k].values[0] for k in SIZE_KEYS if k in space.names}
+            cfgs = [{**c, **fixed} for c in cfgs]
+        return space.encode(list(cfgs))
+
+    def nearest(self, pool: str, config: Mapping, taken: set, sizes: tuple[int, int] | None = None):
+        """The key of the run of ``pool`` nearest to ``config`` (standardised features) that is not in ``taken``
+        (all taken: the nearest of all), restricted to ``sizes`` for ``expand``; and its distance."""
+        keys, X = self._matrix(pool)
+        mask = np.ones(len(keys), dtype=bool)
+        if pool == "expand" and sizes is not None:
+            mask &= np.array([(k[1], k[2]) == tuple(sizes) for k in keys])
+        if not mask.any():
+            raise ConfigError(f"{self.source or self.graph}: the table has no {pool} run at sizes {sizes}")
+        free = mask & np.array([k not in taken for k in keys])
+        use = free if free.any() else mask
+        std = X[mask].std(axis=0)
+        std = np.where(std > 0, std, 1.0)
+        hp = {k: v for k, v in config.items() if k not in META_KEYS and (k not in SIZE_KEYS or pool == "full")}
+        x = self._encode(pool, [hp])[0]
+        d = np.sqrt((((X - x) / std) ** 2).sum(axis=1))
+        d[~use] = np.inf
+        i = int(np.argmin(d))
+        return keys[i], float(d[i])
+
+
+def _num(value) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _table_settings(folder: Path, runs) -> dict:
+    """graph/model/spaces of a recorded table: from its card.json or journal header, else from its rows."""
+    for name in ("card.json", "settings.json"):
+        path = folder / name
+        if path.is_file():
+            data = json.loads(path.read_text())
+            settings = data.get("settings", data)
+            graph = data.get("graph") or settings.get("graph") or Path(str(settings.get("dataset", ""))).name
+            return {"graph": graph, "model": settings.get("model", "complex"),
+                    "stage1_space": settings.get("stage1_space", "decoupled"),
+                    "full_space": settings.get("full_space", "full"),
+                    "valid_every": {pool: int(settings[f"{pool}_valid_every"]) for pool in ("stage1", "expand", "full")
+                                    if settings.get(f"{pool}_valid_every")}}
+    return {"graph": str(runs["dataset"].iloc[0]), "model": str(runs["model"].iloc[0])}
+
+
+# ----------------------------------------------------------------------------------------- the driver
+class ReplayDriver:
+    """The :class:`~kgtuner.tune.events.Driver` of a replay: the simulated clock, the events, the early stops."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.events: list = []
+        self.early: dict[str, events.TrialEarlyStopped] = {}
+        self.finished = False
+        self.failed: str | None = None
+
+    def elapsed(self) -> float:
+        return self.now
+
+    def notify(self, event) -> None:
+        self.events.append((self.now, event))
+        if isinstance(event, events.SearchFinished):
+            self.finished = True
+        elif isinstance(event, events.SearchFailed):
+            self.failed = event.message
+        elif isinstance(event, events.TrialEarlyStopped):
+            self.early[event.trial_id] = event
+
+    def early_stop_of(self, trial_id: str):
+        return self.early.get(trial_id)
+
+
+@dataclass
+class _Trial:
+    trial_id: str
+    config: dict          # the searcher's suggestion (with stage, trial_index)
+    stage: int
+    run: RecordedRun
+    pool: str
+    key: Any
+    start: float
+    stop_k: int           # last validation it reaches (index into the run's curve)
+    end: float
+    deadline_cut: bool
+    k: int = -1           # validations reported so far
+    reports: int = 0      # reports made (Tune's training_iteration)
+    stopped_rung: int | None = None
+
+    @property
+    def trial(self):  # what Ray's schedulers read of a Trial
+        return SimpleNamespace(trial_id=self.trial_id, config=self.config)
+
+
+@dataclass
+class ReplayResult:
+    """One replayed search: every trial as a row, the answer, the events, the mapping's misses."""
+
+    rows: list[dict]
+    answer: dict | None
+    end_s: float
+    searcher_s: float
+    suggestions: list[dict]
+    misses: int
+    repeats: int          # suggestions mapped to a run this search had already (its pool exhausted)
+    mean_distance: float
+    events: list
+    #: (simulated second, valid MRR, test MRR) of the answer after each trial end, in time order.
+    anytime: list = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------- the replay
+def _pool_of(strategy, stage: int) -> str:
+    if strategy.two_stage:
+        return "stage1" if stage == 1 else "expand"
+    return "full"
+
+
+def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | None = None,
+           on_miss: str = "nearest") -> ReplayResult:
+    """Run ``strategy`` (a :class:`~kgtuner.tune.strategies.base.Strategy` whose settings carry the budget and
+    the seed) on ``table`` with ``workers`` simulated workers; see the module docstring.
+
+    ``on_miss``: ``nearest`` (a stage-2 candidate whose expansion the table lacks runs the nearest recorded
+    expansion at its sizes, counted in ``misses``) or ``fail`` (ConfigError naming it)."""
+    if workers < 1:
+        raise ConfigError(f"workers must be >= 1, got {workers}")
+    _attach_table_graphs(strategy, table)
+    space = strategy.space(table.graph)
+    searcher = strategy.searcher(space, workers)
+    scheduler = strategy.scheduler()
+    stage_end = {k: spec.end_s for k, spec in strategy.stages().items()}
+    driver = ReplayDriver()
+    events.activate(driver)
+    heap: list = []   # (time, seq, kind, trial_id, k)
+    seq = 0
+    running: dict[str, _Trial] = {}
+    taken: dict[str, set] = {"stage1": set(), "full": set(), "expand": set()}
+    stage1_key_of: dict[str, Any] = {}  # the pool index a stage-1 suggestion's hyper-parameters mapped to
+    rows, suggestions, distances = [], [], []
+    misses = 0
+    repeats = [0]
+    searcher_s = 0.0
+    n = 0
+    done = False
+    limit = math.inf if time_limit_s is None else float(time_limit_s)
+
+    def push(t, kind, tid, k=0):
+        nonlocal seq
+        heapq.heappush(heap, (t, seq, kind, tid, k))
+        seq += 1
+
+    def start(tid: str, cfg: dict) -> None:
+        nonlocal misses
+        stage = int(cfg.get("stage", 1))
+        pool = _pool_of(strategy, stage)
+        hp = {k: v for k, v in cfg.items() if k not in META_KEYS}
+        sizes = (int(hp["batch_size"]), int(hp["dim"])) if pool == "expand" else None
+        key = None
+        if pool == "expand":
+            src = stage1_key_of.get(_hp_key(hp))
+            if src is not None and (src, *sizes) in table.runs["expand"] and (src, *sizes) not in taken["expand"]:
+                key, dist = (src, *sizes), 0.0
+            elif src is not None:
+                if on_miss == "fail":
+                    raise ConfigError(f"{table.source or table.graph}: stage-2 candidate of stage-1 configuration "
+                                      f"{src} at sizes {sizes} is not recorded (expansions cover the top of the pool)")
+                misses += 1
+        if key is None:
+            key, dist = table.nearest(pool, hp, taken[pool], sizes)
+        if key in taken[pool]:
+            repeats[0] += 1  # the pool (at these sizes) is exhausted for this search: a recorded run again
+        taken[pool].add(key)
+        if pool == "stage1":
+            stage1_key_of.setdefault(_hp_key(hp), key)
+        run = table.runs[pool][key]
+        distances.append(dist)
+        end_s = stage_end.get(stage, math.inf)
+        t0 = driver.now
+        npts = len(run.step)
+        reach = int(np.searchsorted(run.seconds, end_s - t0, side="right")) if math.isfinite(end_s) else npts
+        cut = reach < npts or (npts == 0 and math.isfinite(end_s) and t0 + run.total_s > end_s)
+        stop_k = min(reach, npts) - 1
+        end = min(t0 + run.total_s, end_s) if cut else t0 + run.total_s
+        trial = _Trial(tid, dict(cfg), stage, run, pool, key, t0, stop_k, max(end, t0), cut)
+        running[tid] = trial
+        suggestions.append({"trial_id": tid, "trial_index": cfg.get("trial_index"), "stage": stage, "pool": pool,
+                            "key": str(key), "run_id": run.run_id, "distance": dist, "config": hp})
+        if scheduler is not None:
+            scheduler.on_trial_add(None, trial.trial)
+        for k in range(stop_k + 1):
+            push(t0 + float(run.seconds[k]), "result", tid, k)
+        push(trial.end, "complete", tid)
+
+    def fill() -> bool:
+        """Ask for suggestions while a worker is free; False once the searcher answered FINISHED."""
+        nonlocal n, searcher_s
+        from ray.tune.search import Searcher
+
+        while len(running) < workers:
+            tid = f"r{n:05d}"
+            t = time.perf_counter()
+            cfg = searcher.suggest(tid)
+            searcher_s += time.perf_counter() - t
+            if cfg == Searcher.FINISHED:
+                return False
+            if cfg is None:
+                return True
+            n += 1
+            start(tid, cfg)
+        return True
+
+    def report(trial: _Trial, k: int, final: bool) -> dict:
+        run = trial.run
+        best = run.best_until(k)
+        if best is None and final and len(run.valid):  # stopped before its first validation: it validates once
+            best = run.best_until(0)
+        rep = TrialReport(stage=trial.stage, step=int(run.step[k]) if 0 <= k < len(run.step) else 0,
+                          valid={"mrr": best} if best is not None else {}, graph=trial.pool, done=final,
+                          status=("failed" if not run.ok or best is None else
+                                  "stopped" if trial.stopped_rung is not None else "ok") if final else None,
+                          error=run.error if final and not run.ok else None,
+                          test=({k2: v for k2, v in run.test.items() if v is not None}
+                                if final and best is not None else {}),
+                          early_stop_rung=trial.stopped_rung if final else None)
+        trial.reports += 1  # Tune's auto-filled count of a trial's reports (TPE's Optuna reads it)
+        return {**rep.to_dict(), "training_iteration": trial.reports, "trial_id": trial.trial_id}
+
+    try:
+        alive = fill()
+        while True:
+            if not heap:  # nothing runs (a running trial always has its end in the heap)
+                if not alive:
+                    break
+                nxt = _next_deadline(driver.now, strategy, stage_end)
+                if nxt is None or nxt > limit:
+                    break  # the searcher waits for nothing that can still happen
+                driver.now = nxt  # e.g. the switch's grace: time passes with every worker idle
+                alive = fill()
+                continue
+            t, _, kind, tid, k = heapq.heappop(heap)
+            if t > limit:
+                break
+            trial = running.get(tid)
+            if trial is None:  # a stopped trial's later events
+                continue
+            driver.now = max(driver.now, t)
+            if kind == "result":
+                trial.k = k
+                result = report(trial, k, final=False)
+                if scheduler is not None and "valid_mrr" in result:
+                    decision = scheduler.on_trial_result(None, trial.trial, result)
+                    if decision == "STOP":
+                        early = driver.early.get(tid)
+                        trial.stopped_rung = int(early.rung) if early is not None else int(result.get("step", 0))
+                        trial.stop_k, trial.end = k, driver.now
+                        push(driver.now, "complete", tid)
+                        _drop_future(heap, tid, keep_complete_at=driver.now)
+                searcher.on_trial_result(tid, result)
+                continue
+            # the trial ends
+            k_final = trial.stop_k if trial.stop_k >= 0 else (0 if trial.deadline_cut and len(trial.run.step) else -1)
+            result = report(trial, k_final, final=True)
+            del running[tid]
+            if scheduler is not None:
+                scheduler.on_trial_complete(None, trial.trial, result)
+            t0 = time.perf_counter()
+            searcher.on_trial_complete(tid, result)
+            searcher_s += time.perf_counter() - t0
+            driver.early.pop(tid, None)
+            rep = TrialReport.from_dict(result)
+            rows.append({"trial_id": tid, "trial_index": trial.config.get("trial_index"), "stage": trial.stage,
+                         "pool": trial.pool, "run_id": trial.run.run_id, "start_s": trial.start, "end_s": driver.now,
+                         "valid_mrr": rep.valid_mrr, "test_mrr": rep.test.get("mrr"), "status": rep.status,
+                         "rung": trial.stopped_rung, "cut_at_stage_end": trial.deadline_cut})
+            if alive:
+                alive = fill()
+            if not alive and not running:
+                break
+    finally:
+        events.deactivate(driver)
+    answer_stage = strategy.answer_stage()
+    return ReplayResult(rows=rows, answer=_answer(rows, answer_stage), end_s=driver.now, searcher_s=searcher_s,
+                        suggestions=suggestions, misses=misses, repeats=repeats[0],
+                        mean_distance=float(np.mean(distances)) if distances else 0.0, events=driver.events,
+                        anytime=_anytime(rows, answer_stage))
+
+
+def _hp_key(hp: Mapping) -> str:
+    return json.dumps({k: v for k, v in sorted(hp.items()) if k not in SIZE_KEYS}, sort_keys=True, default=str)
+
+
+def _drop_future(heap: list, tid: str, keep_complete_at: float) -> None:
+    kept = [e for e in heap if e[3] != tid or (e[2] == "complete" and e[0] == keep_complete_at)]
+    if len(kept) != len(heap):
+        heap[:] = kept
+        heapq.heapify(heap)
+
+
+def _deadlines(strategy, stage_end: Mapping[int, float]) -> list[float]:
+    budget = strategy.settings.budget
+    out = [e for e in stage_end.values() if math.isfinite(e)]
+    if budget.timed:
+        out += [budget.stage1_end_s + budget.grace_s, budget.end_s]
+    return sorted(x for x in out if math.isfinite(x))
+
+
+def _next_deadline(now: float, strategy, stage_end) -> float | None:
+    later = [d for d in _deadlines(strategy, stage_end) if d > now + 1e-9]
+    return later[0] if later else None
+
+
+def _answer(rows: Sequence[Mapping], answer_stage: int) -> dict | None:
+    for stage in (answer_stage, 1):
+        ok = [r for r in rows if int(r["stage"]) == stage and r["valid_mrr"] is not None
+              and r["status"] in ("ok", "stopped")]
+        if ok:
+            return dict(max(ok, key=lambda r: (r["valid_mrr"], -int(r["trial_index"] or 0))))
+    return None
+
+
+def _anytime(rows: Sequence[Mapping], answer_stage: int) -> list[tuple[float, float | None, float | None]]:
+    out, seen = [], []
+    for r in sorted(rows, key=lambda r: r["end_s"]):
+        seen.append(r)
+        best = _answer(seen, answer_stage)
+        out.append((float(r["end_s"]), None if best is None else best["valid_mrr"],
+                    None if best is None else best["test_mrr"]))
+    return out
+
+
+def _attach_table_graphs(strategy, table: ReplayTable) -> None:
+    """The strategy's graphs, as the replay sees them: names only (the trials' results come from the table, so
+    no graph is loaded or sampled; ``Strategy.prepare`` is the live driver's step)."""
+    full = SimpleNamespace(name=table.graph, train=())
+    strategy.full = full
+    if getattr(strategy, "two_stage", False):
+        strategy.sub = SimpleNamespace(name=f"{table.graph}-stage1-subgraph", train=())

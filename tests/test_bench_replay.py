@@ -1,0 +1,211 @@
+"""The replay of real strategies on a recorded table (issue 22, part 2): simulated time, the pool mapping, stage
+ends, ASHA, and the live-vs-replay equivalence (the same suggestions, once live and once replayed)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from kgtuner.bench.pool import draw_configs
+from kgtuner.bench.replay import ReplayTable, replay
+from kgtuner.errors import ConfigError
+from kgtuner.paths import CONF_DIR
+from kgtuner.search import load_space
+from kgtuner.tune import events
+from kgtuner.tune.settings import ExperimentSettings
+
+REPO = Path(__file__).resolve().parents[1]
+SIZES = [(256, 200), (256, 400), (512, 200), (512, 400)]  # the demo's stage-2 expansion
+
+
+def _strategy(*overrides):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["cluster.num_cpus=1", *overrides])
+    return ExperimentSettings.from_config(cfg).make_strategy()
+
+
+def _value(cfg: dict) -> float:
+    """A smooth made-up quality: best at lr = 1e-2, a bonus for loss=CE (the synthetic table's 'truth')."""
+    return 0.5 - 0.1 * abs(math.log10(cfg["lr"]) + 2) + (0.1 if cfg["loss"] == "CE" else 0.0)
+
+
+def _table(n1=40, nfull=30, expand_top=10, points=4, sec=10.0) -> ReplayTable:
+    """A synthetic recorded table on the demo graph: curves rise to the configuration's value; each validation
+    costs ``sec`` seconds (expansions twice that, the larger one more)."""
+    s1 = load_space("decoupled", model="complex", dataset="demo")
+    full = load_space("full", model="complex", dataset="demo")
+    runs, curves = [], []
+
+    def add(pool, index, cfg, per_point):
+        rid = f"{pool}-{index:04d}-b{cfg['batch_size']}-d{cfg['dim']}-s0"
+        v = _value(cfg)
+        runs.append({"run_id": rid, "pool": pool, "config_index": index, "seed": 0, "batch_size": cfg["batch_size"],
+                     "dim": cfg["dim"], "config_json": json.dumps(cfg), "status": "ok",
+                     "seconds_total": per_point * points + 1.0, "test_mrr": v - 0.01, "error": None})
+        for k in range(points):
+            curves.append({"run_id": rid, "step": 100 * (k + 1), "seconds": per_point * (k + 1),
+                           "valid_mrr": v * (k + 1) / points})
+
+    stage1 = draw_configs(s1, n1, 0)
+    for i, c in enumerate(stage1):
+        add("stage1", i, c, sec)
+    top = sorted(range(n1), key=lambda i: -_value(stage1[i]))[:expand_top]
+    for i in top:
+        for b, d in SIZES:
+            add("expand", i, {**stage1[i], "batch_size": b, "dim": d}, sec * 2 * (b * d) / (256 * 200))
+    for i, c in enumerate(draw_configs(full, nfull, 1000)):
+        add("full", i, c, sec * 2)
+    return ReplayTable(pd.DataFrame(runs), pd.DataFrame(curves), graph="demo")
+
+
+def test_a_one_stage_search_pays_the_recorded_seconds_on_every_worker():
+    table = _table()
+    res = replay(_strategy("search=random", "budget.seconds=400", "budget.trials=null"), table, workers=4)
+    rows = pd.DataFrame(res.rows)
+    assert len(rows) >= 4 and rows["trial_id"].is_unique
+    # each trial takes its run's recorded seconds (80 s + 1 s setup), cut at the budget's end as live trials are
+    # (their stage deadline), never more than 4 at a time
+    assert np.allclose(rows["end_s"] - rows["start_s"], np.minimum(81.0, 400 - rows["start_s"]))
+    assert rows["cut_at_stage_end"].sum() == 4 and rows["end_s"].max() == 400
+    ev = sorted([(s, 1) for s in rows.start_s] + [(e, -1) for e in rows.end_s], key=lambda x: (x[0], x[1]))
+    assert max(np.cumsum([d for _, d in ev])) == 4
+    assert rows["start_s"].max() < 400  # suggested before the budget's end
+    # no recorded run twice while the pool has unused ones; every suggestion mapped to the nearest unused one
+    assert len({s["run_id"] for s in res.suggestions}) == len(res.suggestions)
+    assert res.answer["valid_mrr"] == rows["valid_mrr"].max() and res.answer["test_mrr"] == pytest.approx(
+        res.answer["valid_mrr"] - 0.01)
+    assert [a[0] for a in res.anytime] == sorted(rows["end_s"])
+
+
+def test_kgtuner_switches_at_half_the_budget_and_runs_stage2_on_the_expansions():
+    table = _table()
+    res = replay(_strategy("search=kgtuner", "search.top_k=2", "budget.seconds=600", "budget.trials=null"), table,
+                 workers=2)
+    rows = pd.DataFrame(res.rows)
+    s1, s2 = rows[rows.stage == 1], rows[rows.stage == 2]
+    assert len(s1) and len(s2) and set(s1.pool) == {"stage1"} and set(s2.pool) == {"expand"}
+    assert s1["end_s"].max() <= 300 + 1e-9  # stage 1's trials end by its end (cut there if need be)
+    assert s2["start_s"].min() >= 300 - 1e-9
+    switched = [e for _, e in res.events if isinstance(e, events.StageSwitched)]
+    assert len(switched) == 1 and len(switched[0].candidates) == 8
+    # the first stage-2 trials are expansions of the stage-1 configurations it ranked top: no miss
+    assert res.misses == 0 and res.answer["stage"] == 2
+
+
+def test_a_stage2_candidate_outside_the_recorded_expansions_is_a_counted_miss():
+    table = _table(expand_top=1)  # only the best stage-1 configuration has expansions
+    strategy = _strategy("search=kgtuner", "search.top_k=3", "budget=trials", "budget.trials=30")
+    res = replay(strategy, table, workers=1)
+    assert res.misses > 0
+    with pytest.raises(ConfigError, match="is not recorded"):
+        replay(_strategy("search=kgtuner", "search.top_k=3", "budget=trials", "budget.trials=30"), table,
+               workers=1, on_miss="fail")
+
+
+def test_asha_stops_trials_at_its_rungs_in_the_replay():
+    table = _table(points=8)
+    res = replay(_strategy("search=rf_bore", "search.early_stop=asha", "budget=trials", "budget.trials=24",
+                           "trial.stage2.max_steps=800", "trial.stage2.valid_every=100"), table, workers=2)
+    rows = pd.DataFrame(res.rows)
+    stopped = rows[rows.status == "stopped"]
+    assert len(stopped) > 0 and stopped["rung"].notna().all()
+    # a stopped trial is charged up to its stop only
+    assert (stopped["end_s"] - stopped["start_s"]).max() < 8 * 20.0
+
+
+def test_the_same_seed_replays_the_same_search_and_seeds_differ():
+    table = _table()
+
+    def run(seed):
+        res = replay(_strategy("search=rf_bore", "budget=trials", "budget.trials=12", f"seed={seed}"), table,
+                     workers=3)
+        return [s["run_id"] for s in res.suggestions]
+
+    assert run(0) == run(0) and run(0) != run(1)
+
+
+def _launch(run_dir, *overrides):
+    return subprocess.run([sys.executable, "-m", "kgtuner.launch", f"hydra.run.dir={run_dir}",
+                           "cluster.include_dashboard=false", *overrides], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_a_live_kgtuner_search_and_its_replay_make_the_same_suggestions(tmp_path):
+    """One worker, a trial budget: the live launcher on the demo, then the replay of the same strategy and seed
+    on a table of what the live trials measured. Every suggestion (stage, trial_index, hyper-parameters) is the
+    same, in the same order, and so is the answer."""
+    overrides = ("cluster.num_cpus=1", "budget=trials", "budget.trials=10", "search.top_k=2",
+                 "trial.stage1.max_steps=50", "trial.stage2.max_steps=50", "trial.stage2.valid_every=25")
+    run_dir = tmp_path / "live"
+    proc = _launch(run_dir, *overrides)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    live = pd.read_parquet(run_dir / "trials.parquet").sort_values("trial_index")
+    table = ReplayTable.from_trials(run_dir, graph="demo")
+    res = replay(_strategy(*overrides), table, workers=1)
+    replayed = [(int(s["trial_index"]), int(s["stage"]), s["config"]) for s in res.suggestions]
+    assert replayed == [(int(r.trial_index), int(r.stage), json.loads(r.config_json)) for r in live.itertuples()]
+    assert res.misses == 0 and res.mean_distance == 0.0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    best = live.set_index("trial_id").loc[summary["best"]["trial_id"]]
+    assert res.answer["trial_index"] == int(best["trial_index"])
+
+
+def test_the_benchmark_grid_is_resumable_and_its_report_compares_paired_seeds(tmp_path):
+    from kgtuner.bench.benchmark import BenchmarkSettings, results_frame, run_benchmark
+    from kgtuner.bench.compare import format_summary, plot_anytime, subgraph_srcc, summarize, table_best_test
+
+    table = _table()
+    settings = BenchmarkSettings(workers=(1, 2), budgets=(3.0,), seeds=3)
+    journal = tmp_path / "journal.jsonl"
+    seen = []
+    rows = run_benchmark(table, settings, journal, progress=lambda i, n, row: seen.append((i, n)))
+    assert len(rows) == 5 * 2 * 3 and seen[-1] == (30, 30)
+    # a restart replays nothing again; other settings are refused
+    assert len(run_benchmark(table, settings, journal, progress=lambda *a: pytest.fail("replayed again"))) == 30
+    with pytest.raises(ConfigError, match="recorded with other settings"):
+        run_benchmark(table, BenchmarkSettings(workers=(1,), budgets=(3.0,), seeds=3), journal)
+    df = results_frame(rows)
+    assert {"graph", "algorithm", "workers", "budget_trials", "seed", "valid_mrr", "test_mrr"} <= set(df.columns)
+    # budgets are compute in mean full-graph trials (81 s here): 3 trials' worth is 243 s on 1 worker, 121.5 on 2
+    assert df.groupby("workers")["budget_s"].unique().map(list).to_dict() == {1: [243.0], 2: [121.5]}
+    summary = summarize(df, table_best=table_best_test(table))
+    assert len(summary) == 2 * 5
+    ref = summary[summary.algorithm == "kgtuner"]
+    assert ref["diff"].isna().all() and summary[summary.algorithm != "kgtuner"]["p"].between(0, 1).all()
+    assert (summary["regret"] >= -1e-12).all()
+    text = format_summary(summary)
+    assert "kgtuner_asha" in text and "3 paired seeds" in text
+    plot_anytime(df, tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    srcc = subgraph_srcc(table)
+    assert len(srcc) == 4 and all(r["srcc"] > 0.9 for r in srcc)  # the synthetic truth ranks alike on both graphs
+
+
+def test_the_replay_command_writes_results_a_summary_and_curves(tmp_path):
+    """`kgtuner bench replay` on the committed demo table, then `kgtuner bench compare` of its results."""
+    out = tmp_path / "replay"
+    kgtuner = str(Path(sys.executable).with_name("kgtuner"))  # the console script a user runs
+    base = [kgtuner, "bench", "replay", "--table", str(REPO / "docs/benchmarks/tables/demo"), "--out", str(out)]
+    cmd = [*base, "--algorithms", "random", "rf_bore", "--workers", "1", "2", "--budgets", "3", "--seeds", "2"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "8/8" in proc.stdout and "test MRR" in proc.stdout
+    df = pd.read_parquet(out / "results.parquet")
+    assert len(df) == 2 * 2 * 2 and set(df["algorithm"]) == {"random", "rf_bore"}
+    assert {"graph", "algorithm", "workers", "budget_trials", "seed", "valid_mrr", "test_mrr"} <= set(df.columns)
+    assert (out / "curves_demo.png").stat().st_size > 0 and "2 paired seeds" in (out / "summary.txt").read_text()
+    proc = subprocess.run([kgtuner, "bench", "compare", "--results", str(out), "--tables",
+                           str(REPO / "docs/benchmarks/tables/demo")], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "SRCC of subgraph and full-graph" in proc.stdout, proc.stderr[-3000:]
+    bad = subprocess.run([*base, "--algorithms", "grash"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "grash" in bad.stderr and "Traceback" not in bad.stderr

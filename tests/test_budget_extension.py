@@ -238,3 +238,41 @@ def test_a_finished_kgtuner_search_resumed_with_twice_its_budget(tmp_path):
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert "budget.trials=6 is smaller than this search's budget.trials=12" in refused.stderr
     assert len(pd.read_parquet(run_dir / "trials.parquet")) == 12
+
+    # a session that extends the budget to 14 and dies before Tune saves under it (here: it records the extension,
+    # then stops without searching): the next plain resume with the state file's budget still runs the 2 trials
+    from kgtuner.tune.coordinator import Coordinator
+
+    extended = (*args, "budget.trials=14", "resume=true")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        settings = ExperimentSettings.from_config(compose(config_name="config", overrides=list(extended)))
+    dying = Coordinator(settings, run_dir, verbose=0)
+    try:
+        dying.reconcile_with_tune()
+        dying._extend_budget()
+    finally:
+        dying.close()
+    assert json.loads((run_dir / STATE_FILE).read_text())["fingerprint"]["budget"]["trials"] == 14
+    proc = _launch(run_dir, *extended)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "budget extended" not in proc.stdout  # the state file has the budget already
+    final = pd.read_parquet(run_dir / "trials.parquet")
+    assert len(final) == 14 and final["trial_id"].is_unique and (final.stage == 1).sum() == 3
+    assert json.loads((run_dir / "summary.json").read_text())["trials_per_stage"] == {"1": 3, "2": 11}
+
+
+def test_a_plain_resume_of_an_extended_run_keeps_the_first_budgets_split(tmp_path):
+    """An extended run interrupted and resumed with the budget its state file holds (the printed resume command):
+    the coordinator's budget keeps the split of the budget the search started with."""
+    from kgtuner.tune.coordinator import Coordinator
+
+    run_dir = _run_dir_of(_settings(*TRIALS, "budget.trials=12"), tmp_path, budget_base=6.0,
+                          budget_extensions=[{"from": 6, "to": 12}])
+    coordinator = Coordinator(_settings(*TRIALS, "budget.trials=12", "resume=true"), run_dir, verbose=0)
+    try:
+        assert coordinator.extension is None
+        budget = coordinator.settings.budget
+        assert (budget.base, budget.stage_trials(1, 2), budget.stage_trials(2, 2)) == (6.0, 3, 9)
+        assert coordinator.strategy.searcher_budget()["limits"] == {1: 3, 2: 9}
+    finally:
+        coordinator.close()

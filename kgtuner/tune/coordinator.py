@@ -114,6 +114,9 @@ class Coordinator:
         self.extension = budget_extension(settings, saved, self.run_dir) if saved else None
         if self.extension is not None:
             settings = dataclasses.replace(settings, budget=self.extension)
+        elif saved and saved.get("budget_base") is not None:  # a run extended before: its split stays the first's
+            settings = dataclasses.replace(settings, budget=dataclasses.replace(settings.budget,
+                                                                                base=float(saved["budget_base"])))
         self.settings = settings
         self.strategy = settings.make_strategy()
         self._persist = saved is not None  # a fresh run writes its state once the search starts

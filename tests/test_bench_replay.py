@@ -209,3 +209,15 @@ def test_the_replay_command_writes_results_a_summary_and_curves(tmp_path):
     assert proc.returncode == 0 and "SRCC of subgraph and full-graph" in proc.stdout, proc.stderr[-3000:]
     bad = subprocess.run([*base, "--algorithms", "grash"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "grash" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_trial_cut_before_its_runs_best_validation_reports_that_validation_as_its_test():
+    """The table holds test metrics at a run's best validation only: a trial that ends earlier (the budget's end)
+    must not be credited with them."""
+    table = _table(points=4)
+    res = replay(_strategy("search=random", "budget.seconds=100", "budget.trials=null"), table, workers=2)
+    cut = [r for r in res.rows if r["cut_at_stage_end"]]
+    assert cut and all(r["test_is_valid_proxy"] and r["test_mrr"] == r["valid_mrr"] for r in cut)
+    whole = [r for r in res.rows if not r["cut_at_stage_end"]]
+    assert whole and all(not r["test_is_valid_proxy"] and r["test_mrr"] == pytest.approx(r["valid_mrr"] - 0.01)
+                         for r in whole)

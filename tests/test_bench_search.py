@@ -209,3 +209,25 @@ def test_large_findings_state_time_to_reach_and_rf_bore_ties(page, bench):
     assert "KGTuner reached it in 1 of 1 searches, at 0.70 B (median)" in text
     assert "0.20 B into its stage 2, i.e. within 40% of stage 2's half" in text
     assert "runs 14.0 full-graph trials, so only about 4 are chosen by the forest. In 1 of 1 blocks" in text
+
+
+def test_the_replay_section_comes_from_the_results_journal_and_the_table(page, tmp_path):
+    """docs/benchmarks.md's replay section (issue 22): built from a `kgtuner bench replay` journal and its recorded
+    table; absent when no replay was run."""
+    import shutil
+
+    from kgtuner.bench.benchmark import BenchmarkSettings, run_benchmark
+    from kgtuner.bench.replay import ReplayTable
+
+    docs = tmp_path / "benchmarks"
+    docs.mkdir()
+    assert page.section_replay(tmp_path / "none", tmp_path / "tables", docs, "benchmarks") == []
+    tables = tmp_path / "tables"
+    shutil.copytree(REPO / "docs/benchmarks/tables/demo", tables / "demo")
+    run_benchmark(ReplayTable.load(tables / "demo"), BenchmarkSettings(algorithms=("kgtuner", "random"), workers=(1,),
+                                                                       budgets=(2.0,), seeds=2),
+                  tmp_path / "replay" / "demo" / "journal.jsonl")
+    md = "\n".join(page.section_replay(tmp_path / "replay", tables, docs, "benchmarks"))
+    assert "### demo" in md and "4 replayed searches" in md and "2 paired seeds" in md and "vs kgtuner" in md
+    assert (docs / "replay_demo_curves.png").stat().st_size > 0 and "replay_demo_curves.png" in md
+    assert "Spearman: batch 256 dim 200" in md

@@ -129,7 +129,8 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
     rows = res.rows
     return {"graph": table.graph, "algorithm": algorithm, "workers": int(workers), "budget_trials": float(budget_trials),
             "budget_s": budget_s, "seed": int(seed), "valid_mrr": ans.get("valid_mrr"), "test_mrr": ans.get("test_mrr"),
-            "answer_stage": ans.get("stage"), "answer_run": ans.get("run_id"), "trials": len(rows),
+            "answer_stage": ans.get("stage"), "answer_run": ans.get("run_id"),
+            "answer_test_is_valid_proxy": bool(ans.get("test_is_valid_proxy", False)), "trials": len(rows),
             "trials_stage2": sum(1 for r in rows if int(r["stage"]) == 2),
             "stopped": sum(1 for r in rows if r["status"] == "stopped"),
             "failed": sum(1 for r in rows if r["status"] == "failed"), "misses": res.misses, "repeats": res.repeats,

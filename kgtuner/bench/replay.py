@@ -21,7 +21,8 @@ No strategy is implemented a second time here.
   pool) is a *miss*, counted in the result and replaced by the nearest recorded expansion at those sizes.
 - **What a trial reports** is what the trainable reports live (:class:`~kgtuner.tune.report.TrialReport`):
   the best validation MRR so far at each recorded validation, then a final report with the test metrics at
-  the best validation. An early-stopping scheduler's STOP ends the trial at that validation; a trial still
+  the best validation (a trial cut or stopped before the run's best validation reports its best validation MRR
+  as its test MRR, flagged ``test_is_valid_proxy``: the table holds test metrics at the best validation only). An early-stopping scheduler's STOP ends the trial at that validation; a trial still
   running at its stage's end (``StageSpec.end_s``) ends there with the best validation it had (its first
   validation's value when it had none yet: the live trial validates once when it stops).
 - **The answer** is the strategy's own choice (``Strategy.best_row``'s rule: the best validation MRR of its
@@ -408,8 +409,7 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
                           status=("failed" if not run.ok or best is None else
                                   "stopped" if trial.stopped_rung is not None else "ok") if final else None,
                           error=run.error if final and not run.ok else None,
-                          test=({k2: v for k2, v in run.test.items() if v is not None}
-                                if final and best is not None else {}),
+                          test=(_test_at(run, k, best) if final and best is not None else {}),
                           early_stop_rung=trial.stopped_rung if final else None)
         trial.reports += 1  # Tune's auto-filled count of a trial's reports (TPE's Optuna reads it)
         return {**rep.to_dict(), "training_iteration": trial.reports, "trial_id": trial.trial_id}
@@ -460,7 +460,8 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
             rows.append({"trial_id": tid, "trial_index": trial.config.get("trial_index"), "stage": trial.stage,
                          "pool": trial.pool, "run_id": trial.run.run_id, "start_s": trial.start, "end_s": driver.now,
                          "valid_mrr": rep.valid_mrr, "test_mrr": rep.test.get("mrr"), "status": rep.status,
-                         "rung": trial.stopped_rung, "cut_at_stage_end": trial.deadline_cut})
+                         "rung": trial.stopped_rung, "cut_at_stage_end": trial.deadline_cut,
+                         "test_is_valid_proxy": bool(rep.test) and _ends_before_best(trial.run, k_final)})
             if alive:
                 alive = fill()
             if not alive and not running:
@@ -472,6 +473,22 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
                         suggestions=suggestions, misses=misses, repeats=repeats[0],
                         mean_distance=float(np.mean(distances)) if distances else 0.0, events=driver.events,
                         anytime=_anytime(rows, answer_stage))
+
+
+def _ends_before_best(run: RecordedRun, k: int) -> bool:
+    """True when a trial that ended at validation ``k`` did not reach the run's best validation (whose test
+    metrics the table holds)."""
+    v = np.where(np.isfinite(run.valid), run.valid, -np.inf)
+    return len(v) > 0 and k < int(np.argmax(v))
+
+
+def _test_at(run: RecordedRun, k: int, best: float) -> dict:
+    """The test metrics of a trial that ended at validation ``k``: the recorded ones (at the run's best
+    validation) when it got there; else its best validation MRR stands in for the test MRR (the table holds
+    no test at that point; the row's ``test_is_valid_proxy`` says so)."""
+    if _ends_before_best(run, k):
+        return {"mrr": float(best)}
+    return {k2: v for k2, v in run.test.items() if v is not None}
 
 
 def _hp_key(hp: Mapping) -> str:

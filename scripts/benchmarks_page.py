@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
-import platform
 import shutil
 import sys
 from pathlib import Path
@@ -39,28 +37,16 @@ def _bench():
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        lines = Path("/proc/meminfo").read_text().splitlines()
-        kb = int(next(ln for ln in lines if ln.startswith("MemTotal")).split()[1])
-        mem = f", {kb / 2**20:.0f} GiB RAM"
-    except (OSError, StopIteration, ValueError):
-        pass
+    """This machine in one line (``kgtuner.bench.record.machine_info``, plus Ray's and scikit-learn's versions)."""
     import ray
     import sklearn
-    import torch
 
-    return (f"{os.cpu_count()} cores ({cpu}){mem}, {platform.system()} {platform.release()}; Python "
-            f"{platform.python_version()}, torch {torch.__version__}, Ray {ray.__version__}, scikit-learn "
-            f"{sklearn.__version__}")
+    from kgtuner.bench.record import machine_info
+
+    m = machine_info()
+    mem = f", {m['memory_gib']:.0f} GiB RAM" if m["memory_gib"] is not None else ""
+    return (f"{m['cores']} cores ({m['cpu'] or 'unknown CPU'}){mem}, {m['os']}; Python {m['python']}, torch "
+            f"{m['torch']}, Ray {ray.__version__}, scikit-learn {sklearn.__version__}")
 
 
 def _load(out: Path, bench) -> tuple[pd.DataFrame, pd.DataFrame] | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -38,16 +38,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from kgtuner.errors import ConfigError
+from kgtuner.search.rf_bore import FIDELITY_KEYS
 from kgtuner.tune import events
 from kgtuner.tune.report import META_KEYS, TrialReport
 
-#: Pools of a table and the hyper-parameters that are fidelities (sizes), not searched values.
-SIZE_KEYS = ("batch_size", "dim")
+#: The hyper-parameters that are fidelities (sizes), not searched values: RF+BORE's.
+SIZE_KEYS = FIDELITY_KEYS
 
 
 # ----------------------------------------------------------------------------------------- the table
@@ -174,7 +175,6 @@ class ReplayTable:
     def _matrix(self, pool: str) -> tuple[list, np.ndarray]:
         if pool not in self._features:
             keys = list(self.runs[pool])
-            space = self.spaces[pool]
             cfgs = [{k: v for k, v in self.runs[pool][key].config.items() if k not in SIZE_KEYS or pool == "full"}
                     for key in keys]
             X = self._encode(pool, cfgs)
@@ -331,7 +331,6 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
     repeats = [0]
     searcher_s = 0.0
     n = 0
-    done = False
     limit = math.inf if time_limit_s is None else float(time_limit_s)
 
     def push(t, kind, tid, k=0):

@@ -588,22 +588,31 @@ def _searcher_view(snap: TuneSnapshot, body: dict) -> None:
 
 def reopen_search(run_dir: str | os.PathLike) -> bool:
     """Before ``Tuner.restore`` continues a finished search with a larger budget: clear the ``finished`` flag of
-    Tune's saved search generator (``search_gen_state-*.json``, the newest; Tune's own pickle, already checked
-    by :func:`tune_snapshot` and loaded by Tune's restore right after), else the restored experiment would end
-    at once. Returns True when the flag was set and is now cleared."""
-    import ray.cloudpickle as cloudpickle
+    Tune's saved search generator (the newest ``search_gen_state-*.json``), else the restored experiment would end
+    at once. The file is Tune's pickle; it is edited without being loaded (no code from it runs here): the
+    opcodes are scanned (:mod:`pickletools`) to the generator's own ``"finished"`` key, the first one, and its
+    one-byte ``True`` becomes ``False``. Returns True when the flag was set and is now cleared."""
+    import pickle
+    import pickletools
 
     search = Path(run_dir) / SEARCH_DIR
     path = _newest(search, "search_gen_state-*.json")
     if path is None:
         return False
-    state = cloudpickle.loads(path.read_bytes())
-    if not (isinstance(state, dict) and state.get("finished")):
+    data = bytearray(path.read_bytes())
+    ops = [(op.name, arg, pos) for op, arg, pos in pickletools.genops(bytes(data))]
+    for i, (name, arg, _) in enumerate(ops):
+        if arg == "finished" and "UNICODE" in name:
+            value = next((op for op in ops[i + 1:] if op[0] not in ("MEMOIZE", "BINPUT", "LONG_BINPUT")), None)
+            if value is None or value[0] != "NEWTRUE":
+                return False
+            data[value[2]] = pickle.NEWFALSE[0]
+            break
+    else:
         return False
-    state["finished"] = False
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_bytes(cloudpickle.dumps(state))
+        tmp.write_bytes(bytes(data))
         os.replace(tmp, path)
     except BaseException:
         _unlink(tmp)

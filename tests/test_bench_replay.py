@@ -110,6 +110,54 @@ def test_a_stage2_candidate_outside_the_recorded_expansions_is_a_counted_miss():
                workers=1, on_miss="fail")
 
 
+def test_a_lost_miss_costs_its_seconds_and_gives_no_result_and_a_search_without_misses_is_unchanged():
+    """on_miss=lose brackets the nearest mapping from below: the missed candidates fail (no validation, never the
+    answer) after the stand-in's seconds; a search with no misses replays the same under both mappings."""
+    table = _table(expand_top=1)
+    args = ("search=kgtuner", "search.top_k=3", "budget=trials", "budget.trials=30")
+    near = replay(_strategy(*args), table, workers=1)
+    lost = replay(_strategy(*args), table, workers=1, on_miss="lose")
+    assert lost.misses == near.misses > 0
+    rows = pd.DataFrame(lost.rows)
+    failed = rows[(rows.stage == 2) & (rows.status == "failed")]
+    assert len(failed) == lost.misses and failed["valid_mrr"].isna().all()
+    assert (failed["end_s"] - failed["start_s"]).min() > 0  # the seconds are spent
+    assert lost.answer["trial_id"] not in set(failed["trial_id"]) and lost.answer["status"] == "ok"
+    assert lost.answer["valid_mrr"] <= near.answer["valid_mrr"] + 1e-12
+    full = _table()  # every stage-1 configuration a 30-trial search ranks in its top 3 has its expansions
+    same = [replay(_strategy(*args), full, workers=1, on_miss=m) for m in ("nearest", "lose")]
+    assert same[0].misses == 0 and same[0].rows == same[1].rows
+    with pytest.raises(ConfigError, match="on_miss='maybe'"):
+        replay(_strategy(*args), full, workers=1, on_miss="maybe")
+
+
+def test_an_algorithm_with_settings_replays_that_setting_and_bad_settings_are_one_line():
+    from kgtuner.bench.benchmark import STUDIES, BenchmarkSettings, parse_algorithm, run_cell, strategy_for
+
+    assert parse_algorithm("kgtuner[top_k=5, on_miss=lose]") == ("kgtuner", ["search.top_k=5"], "lose")
+    assert parse_algorithm("rf_bore") == ("rf_bore", [], None)
+    table = _table()
+    strategy = strategy_for("kgtuner[top_k=3,stage1_fraction=0.3]", table, 500.0, 0)
+    assert strategy.settings.search["top_k"] == 3 and strategy.settings.search["stage1_fraction"] == 0.3
+    row = run_cell(table, "kgtuner[top_k=3]", 2, 10.0, 0)
+    assert row["algorithm"] == "kgtuner[top_k=3]" and row["trials_stage2"] > 0
+    for bad, match in (("kgtuner[top_k]", "not key=value"), ("grash", "cannot be replayed"),
+                       ("kgtuner[on_miss=maybe]", "choose among"), ("tpe[", "cannot be replayed")):
+        with pytest.raises(ConfigError, match=match):
+            parse_algorithm(bad)
+    with pytest.raises(ConfigError, match=r"kgtuner\[no_such_key=1\].*conf/search/kgtuner.yaml"):
+        strategy_for("kgtuner[no_such_key=1]", table, 500.0, 0)
+    with pytest.raises(ConfigError, match="twice"):
+        BenchmarkSettings(algorithms=("random", "random"))
+    # the named grids: the issue's, and part 4's one-change-at-a-time variants of KGTuner at 8 workers
+    assert STUDIES["main"].algorithms == ("kgtuner", "kgtuner_asha", "rf_bore", "tpe", "random")
+    assert STUDIES["main"].workers == (1, 8) and STUDIES["main"].budgets == (10.0, 30.0, 100.0)
+    assert min(s.seeds for s in STUDIES.values()) >= 30
+    defaults = STUDIES["defaults"]
+    assert defaults.workers == (8,) and defaults.algorithms[0] == "kgtuner"
+    assert all(len(parse_algorithm(a)[1]) == 1 for a in defaults.algorithms[1:])
+
+
 def test_asha_stops_trials_at_its_rungs_in_the_replay():
     table = _table(points=8)
     res = replay(_strategy("search=rf_bore", "search.early_stop=asha", "budget=trials", "budget.trials=24",
@@ -207,8 +255,19 @@ def test_the_replay_command_writes_results_a_summary_and_curves(tmp_path):
                            str(REPO / "docs/benchmarks/tables/demo")], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0 and "SRCC of subgraph and full-graph" in proc.stdout, proc.stderr[-3000:]
+    # compare --out: every search of the folders in one results.parquet, beside the summary
+    proc = subprocess.run([kgtuner, "bench", "compare", "--results", str(out), str(out / "journal.jsonl"),
+                           "--out", str(tmp_path / "all")], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    combined = pd.read_parquet(tmp_path / "all" / "results.parquet")
+    assert len(combined) == len(df)  # the same folder twice: each search once
+    assert {"graph", "algorithm", "workers", "budget_trials", "seed", "valid_mrr", "test_mrr"} <= set(combined.columns)
+    assert (tmp_path / "all" / "summary.txt").is_file()
     bad = subprocess.run([*base, "--algorithms", "grash"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "grash" in bad.stderr and "Traceback" not in bad.stderr
+    bad = subprocess.run([*base, "--study", "defaults", "--seeds", "3"], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and "--study defaults fixes the grid; drop --seeds" in bad.stderr
 
 
 def test_a_trial_cut_before_its_runs_best_validation_reports_that_validation_as_its_test():

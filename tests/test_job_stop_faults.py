@@ -161,6 +161,7 @@ def _group_sigterm_then_resume(tmp_path: Path, stage: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # make test-all; the stage-2 test below runs the same path after the switch, in make test
 def test_a_stop_signal_to_the_whole_process_group_in_stage_1_keeps_every_finished_trial(tmp_path):
     _group_sigterm_then_resume(tmp_path, stage=1)
 

@@ -8,7 +8,10 @@ every worker count (:func:`budget_seconds`: the wall-clock budget is that comput
 
 Algorithms are the strategies' names (``search=<name>``): KGTuner, KGTuner+ASHA, and the one-stage RF+BORE,
 TPE and random. GraSH is left out: its rounds train on subgraphs of other sizes for shares of the epochs,
-fidelities a table of 20%-subgraph and full-graph runs does not hold.
+fidelities a table of 20%-subgraph and full-graph runs does not hold. An algorithm may carry settings,
+``name[key=value,...]`` (:func:`parse_algorithm`): ``kgtuner[top_k=5]`` is ``search=kgtuner search.top_k=5``,
+and ``kgtuner[on_miss=lose]`` replays KGTuner with the replay's ``on_miss=lose``. The named grids
+(:data:`STUDIES`) are fixed here, in the code, before any replay of a recorded table.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +35,36 @@ LEFT_OUT = {"grash": "its rounds train on subgraphs of other sizes for shares of
                      "20%-subgraph and full-graph runs only"}
 
 
+_SPEC = re.compile(r"^([a-z_]+)(?:\[([^\[\]]*)\])?$")
+
+
+def parse_algorithm(spec: str) -> tuple[str, list[str], str | None]:
+    """``name`` or ``name[key=value,...]`` -> (the strategy's name, its ``search.<key>=<value>`` overrides, the
+    replay's ``on_miss`` or None). Keys are those of ``conf/search/<name>.yaml`` (dotted for nested ones,
+    ``searcher.batch``), or ``on_miss``."""
+    m = _SPEC.match(str(spec).strip())
+    if not m or m.group(1) not in ALGORITHMS:
+        name = m.group(1) if m else str(spec)
+        why = f" ({LEFT_OUT[name]})" if name in LEFT_OUT else ""
+        raise ConfigError(f"algorithm {spec!r} cannot be replayed{why}; write one of {', '.join(ALGORITHMS)}, "
+                          "optionally with settings: kgtuner[top_k=5,stage1_fraction=0.3]")
+    overrides, on_miss = [], None
+    for item in filter(None, (x.strip() for x in (m.group(2) or "").split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise ConfigError(f"algorithm {spec!r}: {item!r} is not key=value")
+        key, value = key.strip(), value.strip()
+        if key == "on_miss":
+            from kgtuner.bench.replay import ON_MISS
+
+            if value not in ON_MISS:
+                raise ConfigError(f"algorithm {spec!r}: on_miss={value!r}; choose among {', '.join(ON_MISS)}")
+            on_miss = value
+        else:
+            overrides.append(f"search.{key}={value}")
+    return m.group(1), overrides, on_miss
+
+
 @dataclass(frozen=True)
 class BenchmarkSettings:
     """The grid of a replay benchmark on one table (all fixed before the first replay)."""
@@ -42,11 +76,10 @@ class BenchmarkSettings:
     on_miss: str = "nearest"
 
     def __post_init__(self):
-        unknown = [a for a in self.algorithms if a not in ALGORITHMS]
-        if unknown:
-            why = "; ".join(f"{a}: {LEFT_OUT[a]}" for a in unknown if a in LEFT_OUT)
-            raise ConfigError(f"algorithm(s) {unknown} cannot be replayed; choose among {', '.join(ALGORITHMS)}"
-                              + (f" ({why})" if why else ""))
+        for a in self.algorithms:
+            parse_algorithm(a)
+        if len(set(self.algorithms)) != len(self.algorithms):
+            raise ConfigError(f"algorithms {list(self.algorithms)} name one twice")
         if self.seeds < 1 or any(w < 1 for w in self.workers) or any(b <= 0 for b in self.budgets):
             raise ConfigError("seeds and workers must be >= 1 and budgets > 0")
 
@@ -57,6 +90,23 @@ class BenchmarkSettings:
         """(algorithm, workers, budget in trials, seed), seeds outermost so that a partial run has whole pairs."""
         return [(a, w, b, s) for s in range(self.seeds) for w in self.workers for b in self.budgets
                 for a in self.algorithms]
+
+
+#: The named grids of ``kgtuner bench replay --study NAME``, fixed before any replay of a recorded table.
+#: ``main``: the issue's comparison. ``miss_bracket``: KGTuner with its misses lost instead of replaced by the
+#: nearest expansion, at the budgets where a search's top-k can fall outside the recorded expansions (the two
+#: mappings bracket the truth). ``defaults``: part 4's design questions at 8 workers, each variant changing one
+#: setting of ``conf/search/kgtuner.yaml`` (stage-1 share 0.5, top_k 10, Thompson draws in stage 1, the warm
+#: stage-2 forest), decided on codex-m and confirmed on WN18RR.
+STUDIES = {
+    "main": BenchmarkSettings(),
+    "miss_bracket": BenchmarkSettings(algorithms=("kgtuner[on_miss=lose]", "kgtuner_asha[on_miss=lose]"),
+                                      budgets=(10.0, 30.0)),
+    "defaults": BenchmarkSettings(
+        algorithms=("kgtuner", "kgtuner[stage1_fraction=0.3]", "kgtuner[stage1_fraction=0.7]", "kgtuner[top_k=5]",
+                    "kgtuner[top_k=20]", "kgtuner[searcher.batch=none]", "kgtuner[stage2_start=ordered]"),
+        workers=(8,)),
+}
 
 
 def mean_trial_seconds(table) -> float:
@@ -99,20 +149,29 @@ def strategy_for(algorithm: str, table, budget_s: float, seed: int):
     from hydra import compose, initialize_config_dir
 
     from kgtuner.paths import CONF_DIR
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     from kgtuner.tune.settings import ExperimentSettings
 
+    name, search_overrides, _ = parse_algorithm(algorithm)
+    staged = name.startswith("kgtuner")
     ctl = table_controls(table)
     s1 = ctl.get("stage1", {})
-    s2 = ctl.get("expand") if algorithm.startswith("kgtuner") else ctl.get("full")
+    s2 = ctl.get("expand") if staged else ctl.get("full")
     s2 = s2 or ctl.get("full") or ctl.get("expand") or {}
-    space = table.space_names["stage1" if algorithm.startswith("kgtuner") else "full"]  # the space its pool is of
-    overrides = [f"search={algorithm}", f"model={table.model}", f"space={space}", f"budget.seconds={budget_s!r}",
+    space = table.space_names["stage1" if staged else "full"]  # the space its pool is of
+    overrides = [f"search={name}", f"model={table.model}", f"space={space}", f"budget.seconds={budget_s!r}",
                  "budget.trials=null", f"seed={int(seed)}", "cluster.num_cpus=1"]
     for stage, c in (("stage1", s1), ("stage2", s2)):
         if c:
             overrides += [f"trial.{stage}.valid_every={c['valid_every']}", f"trial.{stage}.max_steps={c['max_steps']}"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides + search_overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(f"algorithm {algorithm!r}: {str(exc).splitlines()[0]} (its keys are those of "
+                          f"conf/search/{name}.yaml)") from None
     return ExperimentSettings.from_config(cfg).make_strategy()
 
 
@@ -122,6 +181,7 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
 
     budget_s = budget_seconds(table, budget_trials, workers)
     strategy = strategy_for(algorithm, table, budget_s, seed)
+    on_miss = parse_algorithm(algorithm)[2] or on_miss
     t0 = time.perf_counter()
     res = replay(strategy, table, workers=int(workers), on_miss=on_miss)
     wall = time.perf_counter() - t0
@@ -234,8 +294,9 @@ def _run_in_worker(a, w, b, s, on_miss):
 
 
 def results_frame(rows: Iterable[Mapping]):
-    """The rows as a DataFrame (the columns of ``results.parquet``)."""
+    """The rows as a DataFrame (the columns of ``results.parquet``), one per search: a cell replayed by two grids
+    (``kgtuner`` at 8 workers is in ``main`` and ``defaults``; a replay is deterministic) is kept once."""
     import pandas as pd
 
-    return pd.DataFrame(list(rows)).sort_values(["graph", "workers", "budget_trials", "algorithm", "seed"],
-                                                ignore_index=True)
+    keys = ["graph", "workers", "budget_trials", "algorithm", "seed"]
+    return pd.DataFrame(list(rows)).drop_duplicates(keys).sort_values(keys, ignore_index=True)

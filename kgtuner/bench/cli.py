@@ -73,24 +73,31 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help="write runs.parquet, curves.parquet and card.md from a journal (any time)")
         p.add_argument("--journal", required=True, help="the journal's folder (or its journal.jsonl)")
         p.add_argument("--out", default=None, help="where to write (default docs/benchmarks/tables/<dataset>)")
-    from kgtuner.bench.benchmark import ALGORITHMS
+    from kgtuner.bench.benchmark import ALGORITHMS, STUDIES
 
     p = sub.add_parser("replay", help="replay search strategies on a recorded table (resumable; results.parquet)")
     p.add_argument("--table", required=True, help="a recorded table's folder (runs.parquet, curves.parquet, card)")
     p.add_argument("--out", required=True, help="results folder: journal.jsonl, results.parquet, summary.txt, "
                                                 "curves_<graph>.png")
-    p.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), help=f"default: {' '.join(ALGORITHMS)}")
-    p.add_argument("--workers", nargs="+", type=int, default=[1, 8], help="simulated workers (default 1 8)")
-    p.add_argument("--budgets", nargs="+", type=float, default=[10.0, 30.0, 100.0],
+    p.add_argument("--study", choices=sorted(STUDIES), default=None,
+                   help="a named grid fixed in kgtuner.bench.benchmark.STUDIES (main: the default grid; defaults: "
+                        "KGTuner's design questions at 8 workers; miss_bracket: KGTuner with its misses lost); "
+                        "not with the grid options below")
+    p.add_argument("--algorithms", nargs="+", default=None,
+                   help=f"default: {' '.join(ALGORITHMS)}; with settings: 'kgtuner[top_k=5]', 'kgtuner[on_miss=lose]'")
+    p.add_argument("--workers", nargs="+", type=int, default=None, help="simulated workers (default 1 8)")
+    p.add_argument("--budgets", nargs="+", type=float, default=None,
                    help="compute budgets in mean full-graph trials of the table (default 10 30 100)")
-    p.add_argument("--seeds", type=int, default=30, help="paired seeds per cell (default 30)")
-    p.add_argument("--on-miss", choices=("nearest", "fail"), default="nearest",
-                   help="a stage-2 candidate the table has no expansion of: its nearest recorded one, or an error")
+    p.add_argument("--seeds", type=int, default=None, help="paired seeds per cell (default 30)")
+    p.add_argument("--on-miss", choices=("nearest", "lose", "fail"), default=None,
+                   help="a stage-2 candidate the table has no expansion of: its nearest recorded one (default), "
+                        "lost (its seconds, no result), or an error")
     p.add_argument("--jobs", type=int, default=1, help="replay processes (default 1)")
     p = sub.add_parser("compare", help="the figures of replayed searches (results.parquet of one or more folders)")
     p.add_argument("--results", nargs="+", required=True, help="results folders (or journal.jsonl files)")
     p.add_argument("--tables", nargs="*", default=[], help="the recorded tables, for the regret and the SRCC")
-    p.add_argument("--out", default=None, help="write summary.txt / summary.parquet here (default: print only)")
+    p.add_argument("--out", default=None, help="write summary.txt, summary.parquet and results.parquet (every "
+                                               "search of the folders, one row each) here (default: print only)")
     return parser
 
 
@@ -177,9 +184,17 @@ def _replay(args) -> int:
     from kgtuner.bench.compare import format_summary, plot_anytime, summarize, table_best_test
     from kgtuner.bench.replay import ReplayTable
 
+    from kgtuner.bench.benchmark import STUDIES
+
+    grid = {"algorithms": args.algorithms, "workers": args.workers, "budgets": args.budgets, "seeds": args.seeds,
+            "on_miss": args.on_miss}
+    given = {k: v for k, v in grid.items() if v is not None}
+    if args.study and given:
+        return fail(f"--study {args.study} fixes the grid; drop --{' --'.join(k.replace('_', '-') for k in given)}, "
+                    "or leave out --study")
+    settings = STUDIES[args.study] if args.study else BenchmarkSettings(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
     table = ReplayTable.load(args.table)
-    settings = BenchmarkSettings(algorithms=tuple(args.algorithms), workers=tuple(args.workers),
-                                 budgets=tuple(args.budgets), seeds=args.seeds, on_miss=args.on_miss)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started: list = []
@@ -228,6 +243,7 @@ def _compare(args) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         summary.to_parquet(out / "summary.parquet", index=False)
+        df.drop(columns=["anytime_json"]).to_parquet(out / "results.parquet", index=False)
         (out / "summary.txt").write_text(f"# command: {' '.join(shlex.quote(a) for a in sys.argv)}\n{text}\n")
     return 0
 

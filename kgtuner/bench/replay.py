@@ -18,7 +18,10 @@ No strategy is implemented a second time here.
   for). KGTuner's
   stage-2 candidates are its own stage-1 suggestions expanded: a candidate maps to the expansion of the
   pool configuration its stage-1 suggestion mapped to; a missing expansion (outside the recorded top of the
-  pool) is a *miss*, counted in the result and replaced by the nearest recorded expansion at those sizes.
+  pool) is a *miss*, counted in the result. ``on_miss`` says what it runs: ``nearest`` (the default) the
+  nearest recorded expansion at those sizes -- a stand-in from the top of the pool, so a bound in KGTuner's
+  favour; ``lose`` the same seconds with no result (a failed trial) -- a bound against it. A search with no
+  misses replays identically under both, so the two bracket what the missing runs would have given.
 - **What a trial reports** is what the trainable reports live (:class:`~kgtuner.tune.report.TrialReport`):
   the best validation MRR so far at each recorded validation, then a final report with the test metrics at
   the best validation (a trial cut or stopped before the run's best validation reports its best validation MRR
@@ -275,6 +278,7 @@ class _Trial:
     k: int = -1           # validations reported so far
     reports: int = 0      # reports made (Tune's training_iteration)
     stopped_rung: int | None = None
+    lost: bool = False    # a miss under on_miss="lose": it costs the stand-in's seconds and reports nothing
 
     @property
     def trial(self):  # what Ray's schedulers read of a Trial
@@ -299,6 +303,10 @@ class ReplayResult:
 
 
 # ----------------------------------------------------------------------------------------- the replay
+#: What a replay does with a stage-2 candidate the table has no expansion of (:func:`replay`'s ``on_miss``).
+ON_MISS = ("nearest", "lose", "fail")
+
+
 def _pool_of(strategy, stage: int) -> str:
     if strategy.two_stage:
         return "stage1" if stage == 1 else "expand"
@@ -310,8 +318,11 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
     """Run ``strategy`` (a :class:`~kgtuner.tune.strategies.base.Strategy` whose settings carry the budget and
     the seed) on ``table`` with ``workers`` simulated workers; see the module docstring.
 
-    ``on_miss``: ``nearest`` (a stage-2 candidate whose expansion the table lacks runs the nearest recorded
-    expansion at its sizes, counted in ``misses``) or ``fail`` (ConfigError naming it)."""
+    ``on_miss`` (a stage-2 candidate whose expansion the table lacks, counted in ``misses``): ``nearest`` runs
+    the nearest recorded expansion at its sizes; ``lose`` spends that run's seconds and fails with no result;
+    ``fail`` raises a ConfigError naming it."""
+    if on_miss not in ON_MISS:
+        raise ConfigError(f"on_miss={on_miss!r}: choose among {', '.join(ON_MISS)}")
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
     _attach_table_graphs(strategy, table)
@@ -344,7 +355,7 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
         pool = _pool_of(strategy, stage)
         hp = {k: v for k, v in cfg.items() if k not in META_KEYS}
         sizes = (int(hp["batch_size"]), int(hp["dim"])) if pool == "expand" else None
-        key = None
+        key, lost = None, False
         if pool == "expand":
             src = stage1_key_of.get(_hp_key(hp))
             if src is not None and (src, *sizes) in table.runs["expand"] and (src, *sizes) not in taken["expand"]:
@@ -354,6 +365,7 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
                     raise ConfigError(f"{table.source or table.graph}: stage-2 candidate of stage-1 configuration "
                                       f"{src} at sizes {sizes} is not recorded (expansions cover the top of the pool)")
                 misses += 1
+                lost = on_miss == "lose"
         if key is None:
             key, dist = table.nearest(pool, hp, taken[pool], sizes)
         if key in taken[pool]:
@@ -370,13 +382,14 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
         cut = reach < npts or (npts == 0 and math.isfinite(end_s) and t0 + run.total_s > end_s)
         stop_k = min(reach, npts) - 1
         end = min(t0 + run.total_s, end_s) if cut else t0 + run.total_s
-        trial = _Trial(tid, dict(cfg), stage, run, pool, key, t0, stop_k, max(end, t0), cut)
+        trial = _Trial(tid, dict(cfg), stage, run, pool, key, t0, -1 if lost else stop_k, max(end, t0), cut,
+                       lost=lost)
         running[tid] = trial
         suggestions.append({"trial_id": tid, "trial_index": cfg.get("trial_index"), "stage": stage, "pool": pool,
                             "key": str(key), "run_id": run.run_id, "distance": dist, "config": hp})
         if scheduler is not None:
             scheduler.on_trial_add(None, trial.trial)
-        for k in range(stop_k + 1):
+        for k in range(-1 if lost else stop_k + 1):
             push(t0 + float(run.seconds[k]), "result", tid, k)
         push(trial.end, "complete", tid)
 
@@ -400,6 +413,11 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
 
     def report(trial: _Trial, k: int, final: bool) -> dict:
         run = trial.run
+        if trial.lost:  # on_miss="lose": the seconds of a run the table lacks, and no result
+            rep = TrialReport(stage=trial.stage, step=0, valid={}, graph=trial.pool, done=True, status="failed",
+                              error="the table has no expansion of this candidate (on_miss=lose)")
+            trial.reports += 1
+            return {**rep.to_dict(), "training_iteration": trial.reports, "trial_id": trial.trial_id}
         best = run.best_until(k)
         if best is None and final and len(run.valid):  # stopped before its first validation: it validates once
             best = run.best_until(0)
@@ -446,7 +464,8 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
                 searcher.on_trial_result(tid, result)
                 continue
             # the trial ends
-            k_final = trial.stop_k if trial.stop_k >= 0 else (0 if trial.deadline_cut and len(trial.run.step) else -1)
+            k_final = trial.stop_k if trial.stop_k >= 0 or trial.lost else (
+                0 if trial.deadline_cut and len(trial.run.step) else -1)
             result = report(trial, k_final, final=True)
             del running[tid]
             if scheduler is not None:

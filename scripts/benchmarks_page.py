@@ -463,48 +463,78 @@ def kept_small_sections(page: Path) -> list[str]:
             for ln in body]
 
 
+def _replay_journals(replay_root: Path) -> dict[str, dict[str, Path]]:
+    """{graph: {study: journal}} of ``replay_root/<graph>/<study>/journal.jsonl`` (``kgtuner bench replay
+    --study <study> --out replay_root/<graph>/<study>``)."""
+    out: dict[str, dict[str, Path]] = {}
+    for journal in sorted(Path(replay_root).glob("*/*/journal.jsonl")):
+        out.setdefault(journal.parent.parent.name, {})[journal.parent.name] = journal
+    return out
+
+
+#: How the page groups a graph's studies: the comparison (the issue's grid with its miss bracket), then part 4's.
+REPLAY_GROUPS = (("Strategies", ("main", "miss_bracket")), ("KGTuner's defaults at 8 workers", ("defaults",)))
+
+
 def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str) -> list[str]:
-    """The replay benchmark (issue 22), first on the page: per graph with a results journal under
-    ``replay_root/<graph>/`` (``kgtuner bench replay``), the comparison of ``kgtuner.bench.compare`` on the
-    recorded table ``tables_root/<graph>/`` (its card's scale beside it), the anytime curves, and the pool's
-    subgraph / full-graph SRCC. Empty when no replay was run."""
+    """The replay benchmark (issue 22), first on the page: per graph with results journals under
+    ``replay_root/<graph>/<study>/`` (``kgtuner bench replay --study``), the comparison of ``kgtuner.bench.compare``
+    on the recorded table ``tables_root/<graph>/`` (its card's scale beside it), the anytime curves, and the pool's
+    subgraph / full-graph SRCC; every search of every graph and study also goes to ``replay_root/results.parquet``
+    (one row each, the anytime curve left out). Empty when no replay was run."""
+    import pandas as pd
+
     from kgtuner.bench.benchmark import ResultsJournal, results_frame
     from kgtuner.bench.compare import format_summary, plot_anytime, subgraph_srcc, summarize, table_best_test
     from kgtuner.bench.replay import ReplayTable
 
-    graphs = sorted(p.parent.name for p in Path(replay_root).glob("*/journal.jsonl"))
-    if not graphs:
+    journals = _replay_journals(replay_root)
+    if not journals:
         return []
     md = ["## Search strategies replayed on recorded tables (the main evidence)", "",
           "Each strategy's own searcher and scheduler, replayed on simulated time on a table of real training runs "
           "recorded once (`kgtuner bench record`, `kgtuner bench replay`; how a replay works: "
           "[tables/README.md](benchmarks/tables/README.md)). Budgets are compute in mean full-graph trials of the "
-          "table; seeds are paired across algorithms; p is the two-sided Wilcoxon signed-rank test against KGTuner.",
-          ""]
-    for graph in graphs:
-        header, rows = ResultsJournal(Path(replay_root) / graph / "journal.jsonl").read()
-        if not rows:
-            continue
-        df = results_frame(rows)
+          "table; seeds are paired across algorithms; p is the two-sided Wilcoxon signed-rank test against KGTuner. "
+          "The grids are fixed in `kgtuner.bench.benchmark.STUDIES`. `kgtuner[on_miss=lose]`: KGTuner with its "
+          "stage-2 candidates that have no recorded expansion lost (their seconds spent, no result) instead of "
+          "replaced by the nearest recorded expansion; the two bracket what the missing runs would have given. "
+          f"Every search: `{Path(replay_root) / 'results.parquet'}`.", ""]
+    everything = []
+    for graph, studies in journals.items():
         folder = Path(tables_root) / graph
         table = ReplayTable.load(folder) if (folder / "runs.parquet").is_file() else None
-        summary = summarize(df, table_best=table_best_test(table) if table is not None else None)
+        best = table_best_test(table) if table is not None else None
         card = json.loads((folder / "card.json").read_text()) if (folder / "card.json").is_file() else {}
         counts = card.get("counts") or {}
         scale = ", ".join(f"{pool} {c.get('runs', c) if isinstance(c, dict) else c}" for pool, c in counts.items())
         md += [f"### {graph}", "",
-               f"Table: `{folder}` ({scale or 'see its card'}; [card]({Path('benchmarks') / 'tables' / graph / 'card.md'})). "
-               f"Results: `{Path(replay_root) / graph / 'journal.jsonl'}` ({len(df)} replayed searches).", "",
-               "```", format_summary(summary).strip("\n"), "```", ""]
-        png = docs / f"replay_{graph}_curves.png"
-        plot_anytime(df, png)
-        md += [f"![anytime curves on {graph}]({rel}/{png.name})", ""]
+               f"Table: `{folder}` ({scale or 'see its card'}; [card]({Path('benchmarks') / 'tables' / graph / 'card.md'})).",
+               ""]
+        for title, names in REPLAY_GROUPS:
+            rows, used = [], []
+            for name in names:
+                if name in studies:
+                    rows += ResultsJournal(studies[name]).read()[1]
+                    used.append(str(studies[name]))
+            if not rows:
+                continue
+            df = results_frame(rows)
+            everything.append(df)
+            md += [f"#### {title}", "", f"Results: {', '.join(f'`{u}`' for u in used)} ({len(df)} replayed searches).",
+                   "", "```", format_summary(summarize(df, table_best=best)).strip("\n"), "```", ""]
+            png = docs / f"replay_{graph}_{names[0]}_curves.png"
+            plot_anytime(df, png)
+            md += [f"![anytime curves on {graph}: {title}]({rel}/{png.name})", ""]
         if table is not None:
             srcc = subgraph_srcc(table)
             if srcc:
                 md += ["Subgraph against full-graph validation MRR on the pool (paper Figure 6), Spearman: "
                        + "; ".join(f"batch {r['batch_size']} dim {r['dim']}: {r['srcc']:+.3f} ({r['configs']} "
                                    "configurations)" for r in srcc) + ".", ""]
+    if everything:
+        combined = results_frame(pd.concat(everything, ignore_index=True).to_dict("records"))
+        combined.drop(columns=["anytime_json"]).to_parquet(Path(replay_root) / "results.parquet", index=False)
     return md
 
 

@@ -226,8 +226,16 @@ def test_the_replay_section_comes_from_the_results_journal_and_the_table(page, t
     shutil.copytree(REPO / "docs/benchmarks/tables/demo", tables / "demo")
     run_benchmark(ReplayTable.load(tables / "demo"), BenchmarkSettings(algorithms=("kgtuner", "random"), workers=(1,),
                                                                        budgets=(2.0,), seeds=2),
-                  tmp_path / "replay" / "demo" / "journal.jsonl")
+                  tmp_path / "replay" / "demo" / "main" / "journal.jsonl")
+    run_benchmark(ReplayTable.load(tables / "demo"), BenchmarkSettings(algorithms=("kgtuner", "kgtuner[top_k=2]"),
+                                                                       workers=(1,), budgets=(2.0,), seeds=2),
+                  tmp_path / "replay" / "demo" / "defaults" / "journal.jsonl")
     md = "\n".join(page.section_replay(tmp_path / "replay", tables, docs, "benchmarks"))
     assert "### demo" in md and "4 replayed searches" in md and "2 paired seeds" in md and "vs kgtuner" in md
-    assert (docs / "replay_demo_curves.png").stat().st_size > 0 and "replay_demo_curves.png" in md
+    assert "#### KGTuner's defaults at 8 workers" in md and "kgtuner[top_k=2]" in md
+    assert (docs / "replay_demo_main_curves.png").stat().st_size > 0 and "replay_demo_main_curves.png" in md
+    # every search once in results.parquet: kgtuner's cells are in both grids (a replay is deterministic)
+    df = pd.read_parquet(tmp_path / "replay" / "results.parquet")
+    assert len(df) == 6 and sorted(df["algorithm"].unique()) == ["kgtuner", "kgtuner[top_k=2]", "random"]
+    assert {"graph", "algorithm", "workers", "budget_trials", "seed", "valid_mrr", "test_mrr"} <= set(df.columns)
     assert "Spearman: batch 256 dim 200" in md

@@ -353,6 +353,13 @@ def test_forest_weighted_prediction_and_tree_probabilities():
     w = np.zeros(12)
     w[3] = 1.0
     assert np.allclose(forest.predict(X, w), per_tree[3])
+    w = np.zeros(12)
+    w[[1, 7, 10]] = [0.5, 0.25, 0.25]  # a draw evaluates only its trees, and weighs each by its own weight
+    assert np.allclose(forest.predict(X, w), w @ per_tree)
+    assert np.allclose(forest.tree_proba(X, np.array([10, 1])), per_tree[[10, 1]])
+    forest2 = RollingForest(n_trees=12, trees_per_fit=5)  # chunks of 5, 5 and 2 trees: indices run across them
+    forest2.update(X, y, seed=0)
+    assert np.allclose(forest2.predict(X, w), w @ forest2.tree_proba(X))
 
 
 def test_evolution_offspring_are_valid_and_mix_their_parents():

@@ -58,20 +58,25 @@ class RollingForest:
         self._fit_chunk(self._next, X, y, seed)
         self._next = (self._next + 1) % len(self._models)
 
-    def tree_proba(self, X: np.ndarray) -> np.ndarray:
-        """``[n_trees, len(X)]``: each tree's predicted probability of class 1."""
+    def tree_proba(self, X: np.ndarray, trees: np.ndarray | None = None) -> np.ndarray:
+        """``[n_trees, len(X)]``: each tree's predicted probability of class 1 (``trees``: only those tree
+        indices, in that order)."""
+        flat = [(model, tree) for model in self._models for tree in model.estimators_]
         out = []
-        for model in self._models:
+        for i in (range(len(flat)) if trees is None else trees):
+            model, tree = flat[int(i)]
             col = np.flatnonzero(model.classes_ == 1)
-            for tree in model.estimators_:
-                out.append(tree.predict_proba(X)[:, col[0]] if len(col) else np.zeros(len(X)))
+            out.append(tree.predict_proba(X)[:, col[0]] if len(col) else np.zeros(len(X)))
         return np.array(out).reshape(-1, len(X))
 
     def predict(self, X: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Mean over all trees of the predicted probability of class 1; with ``weights`` (one per
-        tree, summing to 1) the weighted mean instead (a Thompson-style draw over the ensemble)."""
+        tree, summing to 1) the weighted mean instead (a Thompson-style draw over the ensemble: only
+        the trees of non-zero weight are evaluated)."""
         if weights is not None:
-            return np.asarray(weights, dtype=np.float64) @ self.tree_proba(X)
+            w = np.asarray(weights, dtype=np.float64)
+            used = np.flatnonzero(w)
+            return w[used] @ self.tree_proba(X, used)
         total = np.zeros(len(X))
         for model, size in zip(self._models, self.chunk_sizes):
             proba = model.predict_proba(X)

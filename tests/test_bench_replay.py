@@ -231,7 +231,9 @@ def test_the_benchmark_grid_is_resumable_and_its_report_compares_paired_seeds(tm
     assert ref["diff"].isna().all() and summary[summary.algorithm != "kgtuner"]["p"].between(0, 1).all()
     assert (summary["regret"] >= -1e-12).all()
     text = format_summary(summary)
-    assert "kgtuner_asha" in text and "3 paired seeds" in text
+    assert "kgtuner_asha" in text and "3 paired seeds" in text and " dist" in text
+    # the mapping's distance per searcher: reported, and the stage-2 expansions of stage-1 picks are exact
+    assert (summary["distance"] >= 0).all() and np.isfinite(summary["distance"]).all()
     plot_anytime(df, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 0
     srcc = subgraph_srcc(table)

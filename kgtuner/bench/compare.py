@@ -79,6 +79,7 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
                                    "mean_rank": float(ranks[algorithm].mean()),
                                    "trials": float(g["trials"].mean()), "misses": float(g["misses"].mean()),
                                    "repeats": float(g["repeats"].mean()) if "repeats" in g else 0.0,
+                                   "distance": float(g["mean_distance"].mean()) if "mean_distance" in g else math.nan,
                                    "searcher_s": float(g["searcher_s"].mean())}
             if reference in wide_test.columns and algorithm != reference:
                 d = (wide_test[algorithm] - wide_test[reference]).to_numpy(dtype=float)
@@ -108,7 +109,8 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
         lines.append(f"\n{graph}, {workers} worker(s), budget {budget:g} mean full-graph trials "
                      f"({int(cell['seeds'].max())} paired seeds)")
         lines.append(f"  {'algorithm':<13} {'valid MRR':>9} {'test MRR [95% CI]':>26} {'vs ' + reference + ' [95% CI]':>30}"
-                     f" {'p':>7} {'rank':>5} {'reach rnd':>9} {'regret':>7} {'trials':>6} {'miss':>5} {'rep':>5}")
+                     f" {'p':>7} {'rank':>5} {'reach rnd':>9} {'regret':>7} {'trials':>6} {'miss':>5} {'rep':>5}"
+                     f" {'dist':>5}")
         for r in cell.sort_values("mean_rank").itertuples(index=False):
             diff = "" if not np.isfinite(r.diff) else f"{r.diff:+.4f} [{r.diff_lo:+.4f}, {r.diff_hi:+.4f}]"
             p = "" if not np.isfinite(r.p) else f"{r.p:.3g}"
@@ -117,12 +119,14 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
             regret = "" if not np.isfinite(r.regret) else f"{r.regret:.4f}"
             lines.append(f"  {r.algorithm:<13} {r.valid_mrr:9.4f} {r.test_mrr:8.4f} [{r.test_lo:.4f}, {r.test_hi:.4f}]"
                          f" {diff:>30} {p:>7} {r.mean_rank:5.2f} {reach:>9} {regret:>7} {r.trials:6.1f} {r.misses:5.2f}"
-                         f" {r.repeats:5.1f}")
+                         f" {r.repeats:5.1f} {r.distance:5.2f}")
     lines.append("\n  test MRR: of each search's answer; vs kgtuner: paired difference over the seeds, Wilcoxon p "
                  "(two-sided); rank: mean rank by test MRR (1 = best); reach rnd: median share of the budget until the "
                  "answer's test MRR reached random search's final one (same seed); regret: the table's best full-graph "
                  "test MRR minus the answer's; miss: stage-2 candidates without a recorded expansion; rep: suggestions "
-                 "mapped to a run the search already had (its pool exhausted).")
+                 "mapped to a run the search already had (its pool exhausted); dist: mean distance from a suggestion to the "
+                 "recorded configuration it was mapped to (standardised features of its pool; 0 = recorded exactly), "
+                 "the check that the mapping moves no searcher further than another.")
     return "\n".join(lines)
 
 

@@ -173,6 +173,22 @@ def test_page_keeps_the_small_graph_sections_of_the_previous_page(page, tmp_path
     assert page.kept_small_sections(tmp_path / "missing.md") == []
 
 
+def test_page_regenerated_without_the_live_outputs_keeps_their_sections_after_the_replay(page, tmp_path):
+    """scripts/replay_benchmark.sh regenerates the page where the live suite's outputs are not: the live large-graph
+    sections and the small-graph ones stay as committed, and the replay section goes first."""
+    old = tmp_path / "benchmarks.md"
+    large = [page.LARGE_HEADING + ", 2 trials in flight (x)", "", "L1", "", "### sub", "L2", ""]
+    old.write_text("\n".join(["# Benchmarks", "", "intro", "", *large, page.SMALL_HEADING + " (y)", "",
+                              "## Ablations (paper Section 6.3)", "", "T2", ""]))
+    assert page.kept_large_sections(old) == large and page.kept_large_sections(tmp_path / "none.md") == []
+    before = old.read_text()
+    assert page.main(["--page", str(old), "--large", str(tmp_path / "no_large"), "--main", str(tmp_path / "no_main"),
+                      "--replay", str(tmp_path / "no_replay"), "--tables", str(tmp_path / "no_tables")]) == 0
+    after = old.read_text()
+    assert "\n".join(large) in after and "T2" in after
+    assert after.index("L1") < after.index(page.SMALL_HEADING) and before.count("L2") == after.count("L2") == 1
+
+
 def test_stage_trace_reads_each_kgtuner_search(page, tmp_path):
     run = tmp_path / "cells" / "codex-m__complex__kgtuner__s0"
     run.mkdir(parents=True)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The recorded-table benchmark of one graph, end to end and resumable (issue 22):
+#   record the table (continues its journal) -> report it (docs/benchmarks/tables/<graph>/) -> replay the named
+#   grids (kgtuner.bench.benchmark.STUDIES) into docs/benchmarks/replay/<graph>/<study>/ -> regenerate the page.
+# Every step continues where it stopped, so the same command after a kill or in a later session goes on; the
+# replays start only once the table is complete. Usage, from the repository root:
+#   nohup nice -n 10 scripts/replay_benchmark.sh codex-m >> outputs/replay_benchmark_codex-m.log 2>&1 &
+# Environment: DATA (default ../shared/datasets), JOBS (replay processes, default 1), STUDIES (default
+# "main miss_bracket defaults"), KGTUNER (default .venv/bin/kgtuner).
+set -euo pipefail
+graph=${1:?usage: scripts/replay_benchmark.sh GRAPH   (codex-m or wn18rr)}
+DATA=${DATA:-../shared/datasets}
+JOBS=${JOBS:-1}
+STUDIES=${STUDIES:-main miss_bracket defaults}
+KGTUNER=${KGTUNER:-.venv/bin/kgtuner}
+PY=$(dirname "$KGTUNER")/python
+journal=outputs/bench_tables/$graph
+table=docs/benchmarks/tables/$graph
+
+echo "== $(date -u +%FT%TZ) record $graph"
+mkdir -p "$journal"
+"$KGTUNER" bench record --dataset "$DATA/$graph" --out "$journal" >> "$journal/record.log" 2>&1
+"$KGTUNER" bench report --journal "$journal" --out "$table"
+if ! "$PY" - "$table/card.json" <<'EOF'
+import json, sys
+card = json.load(open(sys.argv[1]))
+planned = sum(card["planned"].values())
+print(f"{card['graph']}: {card['runs']} of {planned} planned runs recorded")
+sys.exit(0 if card["runs"] >= planned else 1)
+EOF
+then
+  echo "the table is not complete yet: rerun this script to continue recording"; exit 3
+fi
+for study in $STUDIES; do
+  echo "== $(date -u +%FT%TZ) replay $graph $study"
+  "$KGTUNER" bench replay --table "$table" --study "$study" --out "docs/benchmarks/replay/$graph/$study" --jobs "$JOBS"
+done
+echo "== $(date -u +%FT%TZ) page"
+"$PY" scripts/benchmarks_page.py

@@ -514,7 +514,8 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str) -
           "table; seeds are paired across algorithms; p is the two-sided Wilcoxon signed-rank test against KGTuner. "
           "The grids are fixed in `kgtuner.bench.benchmark.STUDIES`. `kgtuner[on_miss=lose]`: KGTuner with its "
           "stage-2 candidates that have no recorded expansion lost (their seconds spent, no result) instead of "
-          "replaced by the nearest recorded expansion; the two bracket what the missing runs would have given. "
+          "replaced by the nearest recorded expansion (which leans in KGTuner's favour); the two bracket what the "
+          "missing runs would have given, approximately, and the bracket is not ranked. "
           f"Every search: `{Path(replay_root) / 'results.parquet'}`.", ""]
     everything = []
     for graph, studies in journals.items():
@@ -527,7 +528,9 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str) -
         md += [f"### {graph}", "",
                f"Table: `{folder}` ({scale or 'see its card'}; [card]({Path('benchmarks') / 'tables' / graph / 'card.md'})).",
                ""]
-        for title, names in REPLAY_GROUPS:
+        grouped = {n for _, names in REPLAY_GROUPS for n in names}
+        others = tuple((f"Grid `{n}`", (n,)) for n in sorted(studies) if n not in grouped)  # a user's own grids
+        for title, names in REPLAY_GROUPS + others:
             rows, used = [], []
             for name in names:
                 if name in studies:

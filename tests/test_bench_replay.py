@@ -120,7 +120,12 @@ def test_a_lost_miss_costs_its_seconds_and_gives_no_result_and_a_search_without_
     assert lost.misses == near.misses > 0
     rows = pd.DataFrame(lost.rows)
     failed = rows[(rows.stage == 2) & (rows.status == "failed")]
-    assert len(failed) == lost.misses and failed["valid_mrr"].isna().all()
+    assert len(failed) == lost.misses and failed["valid_mrr"].isna().all() and failed["run_id"].isna().all()
+    # a lost miss borrows its stand-in's seconds, not the run: the stand-in stays free, and is no repeat
+    borrowed = [s for s in lost.suggestions if s["stage"] == 2 and s["run_id"] is None]
+    assert len(borrowed) == lost.misses and all(math.isnan(s["distance"]) for s in borrowed)
+    used = [s["run_id"] for s in lost.suggestions if s["run_id"] is not None]
+    assert lost.repeats == len(used) - len(set(used))  # repeats: runs used again, never a borrowed stand-in
     assert (failed["end_s"] - failed["start_s"]).min() > 0  # the seconds are spent
     assert lost.answer["trial_id"] not in set(failed["trial_id"]) and lost.answer["status"] == "ok"
     assert lost.answer["valid_mrr"] <= near.answer["valid_mrr"] + 1e-12
@@ -132,17 +137,25 @@ def test_a_lost_miss_costs_its_seconds_and_gives_no_result_and_a_search_without_
 
 
 def test_an_algorithm_with_settings_replays_that_setting_and_bad_settings_are_one_line():
-    from kgtuner.bench.benchmark import STUDIES, BenchmarkSettings, parse_algorithm, run_cell, strategy_for
+    from kgtuner.bench.benchmark import (STUDIES, BenchmarkSettings, algorithm_label, parse_algorithm, run_cell,
+                                         strategy_for)
 
     assert parse_algorithm("kgtuner[top_k=5, on_miss=lose]") == ("kgtuner", ["search.top_k=5"], "lose")
     assert parse_algorithm("rf_bore") == ("rf_bore", [], None)
+    # one canonical label per algorithm: sorted keys, no spaces, the mapping of a two-stage search if not nearest
+    assert algorithm_label("kgtuner [top_k=5, stage1_fraction=0.3]") == "kgtuner[stage1_fraction=0.3,top_k=5]"
+    assert algorithm_label("kgtuner[]") == "kgtuner" and algorithm_label("kgtuner", "lose") == "kgtuner[on_miss=lose]"
+    assert algorithm_label("random", "lose") == "random"
+    with pytest.raises(ConfigError, match="twice"):
+        BenchmarkSettings(algorithms=("kgtuner[top_k=5,gamma=0.2]", "kgtuner[gamma=0.2, top_k=5]"))
     table = _table()
     strategy = strategy_for("kgtuner[top_k=3,stage1_fraction=0.3]", table, 500.0, 0)
     assert strategy.settings.search["top_k"] == 3 and strategy.settings.search["stage1_fraction"] == 0.3
     row = run_cell(table, "kgtuner[top_k=3]", 2, 10.0, 0)
     assert row["algorithm"] == "kgtuner[top_k=3]" and row["trials_stage2"] > 0
     for bad, match in (("kgtuner[top_k]", "not key=value"), ("grash", "cannot be replayed"),
-                       ("kgtuner[on_miss=maybe]", "choose among"), ("tpe[", "cannot be replayed")):
+                       ("kgtuner[on_miss=maybe]", "choose among"), ("tpe[", "no brackets or commas inside"),
+                       ("kgtuner[x=[1,2]]", "no brackets or commas inside"), ("nope[a=1]", "cannot be replayed")):
         with pytest.raises(ConfigError, match=match):
             parse_algorithm(bad)
     with pytest.raises(ConfigError, match=r"kgtuner\[no_such_key=1\].*conf/search/kgtuner.yaml"):
@@ -232,8 +245,22 @@ def test_the_benchmark_grid_is_resumable_and_its_report_compares_paired_seeds(tm
     assert (summary["regret"] >= -1e-12).all()
     text = format_summary(summary)
     assert "kgtuner_asha" in text and "3 paired seeds" in text and " dist" in text
-    # the mapping's distance per searcher: reported, and the stage-2 expansions of stage-1 picks are exact
+    # the mapping's distance per searcher is reported (the live-vs-replay test checks 0 for an exact table)
     assert (summary["distance"] >= 0).all() and np.isfinite(summary["distance"]).all()
+    # the miss bracket is reported beside KGTuner and paired with it, but not ranked among the competitors
+    lost = run_benchmark(table, BenchmarkSettings(algorithms=("kgtuner",), workers=(1, 2), budgets=(3.0,), seeds=3,
+                                                  on_miss="lose"), tmp_path / "lose.jsonl")
+    assert {r["algorithm"] for r in lost} == {"kgtuner[on_miss=lose]"}
+    both = summarize(results_frame(rows + lost), table_best=table_best_test(table))
+    bracket = both[both.algorithm == "kgtuner[on_miss=lose]"]
+    assert bracket["mean_rank"].isna().all() and bracket["p"].between(0, 1).all()
+    ranked = both[both.algorithm != "kgtuner[on_miss=lose]"]
+    assert np.allclose(ranked.groupby("workers")["mean_rank"].sum(), 1 + 2 + 3 + 4 + 5)
+    assert "kgtuner[on_miss=lose]" in format_summary(both)
+    # two replays of one cell that disagree (another table) are refused, never silently merged
+    other = [{**r, "test_mrr": (r["test_mrr"] or 0) + 0.1} for r in rows[:1]]
+    with pytest.raises(ConfigError, match="disagree"):
+        results_frame(rows + other)
     plot_anytime(df, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 0
     srcc = subgraph_srcc(table)
@@ -282,3 +309,39 @@ def test_a_trial_cut_before_its_runs_best_validation_reports_that_validation_as_
     whole = [r for r in res.rows if not r["cut_at_stage_end"]]
     assert whole and all(not r["test_is_valid_proxy"] and r["test_mrr"] == pytest.approx(r["valid_mrr"] - 0.01)
                          for r in whole)
+
+
+def test_the_defaults_rule_changes_a_default_only_where_the_confirming_graph_agrees():
+    """Part 4's rule (kgtuner.bench.compare.variant_verdicts / decide_defaults, fixed before the runs)."""
+    from kgtuner.bench.compare import decide_defaults, variant_verdicts
+
+    rng = np.random.default_rng(0)
+    effects = {"codex-m": {"kgtuner[top_k=5]": 0.02, "kgtuner[top_k=20]": 0.01, "kgtuner[stage1_fraction=0.3]": 0.02,
+                           "kgtuner[stage2_start=ordered]": -0.02, "kgtuner[searcher.batch=none]": 0.0},
+               "wn18rr": {"kgtuner[top_k=5]": 0.02, "kgtuner[top_k=20]": 0.02, "kgtuner[stage1_fraction=0.3]": 0.0,
+                          "kgtuner[stage2_start=ordered]": -0.02, "kgtuner[searcher.batch=none]": 0.0}}
+    rows = []
+    for graph, eff in effects.items():
+        for budget in (10.0, 30.0, 100.0):
+            for seed in range(30):
+                base = 0.3 + rng.normal(0, 0.02)
+                rows.append({"graph": graph, "workers": 8, "budget_trials": budget, "seed": seed,
+                             "algorithm": "kgtuner", "test_mrr": base})
+                for variant, e in eff.items():
+                    rows.append({"graph": graph, "workers": 8, "budget_trials": budget, "seed": seed,
+                                 "algorithm": variant,  # noise that cancels over the seeds: no effect is none
+                                 "test_mrr": base + e + (0.005 if seed % 2 else -0.005) * (1 + seed % 3)})
+    verdicts = variant_verdicts(pd.DataFrame(rows))
+    v = verdicts.set_index(["graph", "variant"])["verdict"]
+    assert v["codex-m", "kgtuner[top_k=5]"] == "wins" and v["codex-m", "kgtuner[stage2_start=ordered]"] == "loses"
+    assert v["wn18rr", "kgtuner[stage1_fraction=0.3]"] == "no difference"
+    assert (verdicts["pairs"] == 90).all()
+    decided = {r["variant"]: r for r in decide_defaults(verdicts)}
+    # wins on both graphs; of top_k's two winners the larger codex-m gain is kept
+    assert decided["kgtuner[top_k=5]"]["change"] and not decided["kgtuner[top_k=20]"]["change"]
+    assert decided["kgtuner[top_k=20]"]["decide"] == decided["kgtuner[top_k=20]"]["confirm"] == "wins"
+    # wins on codex-m only: WN18RR does not confirm it
+    assert decided["kgtuner[stage1_fraction=0.3]"]["decide"] == "wins"
+    assert not decided["kgtuner[stage1_fraction=0.3]"]["change"]
+    assert not decided["kgtuner[stage2_start=ordered]"]["change"]
+    assert not decided["kgtuner[searcher.batch=none]"]["change"]

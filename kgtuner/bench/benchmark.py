@@ -42,7 +42,12 @@ def parse_algorithm(spec: str) -> tuple[str, list[str], str | None]:
     """``name`` or ``name[key=value,...]`` -> (the strategy's name, its ``search.<key>=<value>`` overrides, the
     replay's ``on_miss`` or None). Keys are those of ``conf/search/<name>.yaml`` (dotted for nested ones,
     ``searcher.batch``), or ``on_miss``."""
-    m = _SPEC.match(str(spec).strip())
+    text = re.sub(r"\s+", "", str(spec))
+    m = _SPEC.match(text)
+    head = re.match(r"^[a-z_]+", text)
+    if not m and head and head.group(0) in ALGORITHMS:
+        raise ConfigError(f"algorithm {spec!r}: write its settings as {head.group(0)}[key=value,...], with no "
+                          "brackets or commas inside a value")
     if not m or m.group(1) not in ALGORITHMS:
         name = m.group(1) if m else str(spec)
         why = f" ({LEFT_OUT[name]})" if name in LEFT_OUT else ""
@@ -65,6 +70,18 @@ def parse_algorithm(spec: str) -> tuple[str, list[str], str | None]:
     return m.group(1), overrides, on_miss
 
 
+def algorithm_label(spec: str, on_miss: str = "nearest") -> str:
+    """The canonical name of a replayed algorithm (its results' ``algorithm``): ``name[key=value,...]`` with the
+    keys sorted and no spaces, ``on_miss`` included for a two-stage search replayed with other than
+    ``nearest`` (one-stage searches have no stage-2 candidates to miss); a bare name without settings."""
+    name, overrides, own = parse_algorithm(spec)
+    items = sorted(o[len("search."):] for o in overrides)
+    miss = own or on_miss
+    if name.startswith("kgtuner") and miss != "nearest":
+        items = sorted(items + [f"on_miss={miss}"])
+    return f"{name}[{','.join(items)}]" if items else name
+
+
 @dataclass(frozen=True)
 class BenchmarkSettings:
     """The grid of a replay benchmark on one table (all fixed before the first replay)."""
@@ -76,10 +93,9 @@ class BenchmarkSettings:
     on_miss: str = "nearest"
 
     def __post_init__(self):
-        for a in self.algorithms:
-            parse_algorithm(a)
-        if len(set(self.algorithms)) != len(self.algorithms):
-            raise ConfigError(f"algorithms {list(self.algorithms)} name one twice")
+        labels = [algorithm_label(a, self.on_miss) for a in self.algorithms]
+        if len(set(labels)) != len(labels):
+            raise ConfigError(f"algorithms {list(self.algorithms)} name one twice ({', '.join(labels)})")
         if self.seeds < 1 or any(w < 1 for w in self.workers) or any(b <= 0 for b in self.budgets):
             raise ConfigError("seeds and workers must be >= 1 and budgets > 0")
 
@@ -95,9 +111,9 @@ class BenchmarkSettings:
 #: The named grids of ``kgtuner bench replay --study NAME``, fixed before any replay of a recorded table.
 #: ``main``: the issue's comparison. ``miss_bracket``: KGTuner with its misses lost instead of replaced by the
 #: nearest expansion, at the budgets where a search's top-k can fall outside the recorded expansions (the two
-#: mappings bracket the truth). ``defaults``: part 4's design questions at 8 workers, each variant changing one
-#: setting of ``conf/search/kgtuner.yaml`` (stage-1 share 0.5, top_k 10, Thompson draws in stage 1, the warm
-#: stage-2 forest), decided on codex-m and confirmed on WN18RR.
+#: mappings lean either way, bracketing the truth approximately). ``defaults``: part 4's design questions at 8
+#: workers, each variant changing one setting of ``conf/search/kgtuner.yaml`` (stage-1 share 0.5, top_k 10,
+#: Thompson draws in stage 1, the warm stage-2 forest), decided on codex-m and confirmed on WN18RR.
 STUDIES = {
     "main": BenchmarkSettings(),
     "miss_bracket": BenchmarkSettings(algorithms=("kgtuner[on_miss=lose]", "kgtuner_asha[on_miss=lose]"),
@@ -181,13 +197,14 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
 
     budget_s = budget_seconds(table, budget_trials, workers)
     strategy = strategy_for(algorithm, table, budget_s, seed)
+    label = algorithm_label(algorithm, on_miss)
     on_miss = parse_algorithm(algorithm)[2] or on_miss
     t0 = time.perf_counter()
     res = replay(strategy, table, workers=int(workers), on_miss=on_miss)
     wall = time.perf_counter() - t0
     ans = res.answer or {}
     rows = res.rows
-    return {"graph": table.graph, "algorithm": algorithm, "workers": int(workers), "budget_trials": float(budget_trials),
+    return {"graph": table.graph, "algorithm": label, "on_miss": on_miss, "workers": int(workers), "budget_trials": float(budget_trials),
             "budget_s": budget_s, "seed": int(seed), "valid_mrr": ans.get("valid_mrr"), "test_mrr": ans.get("test_mrr"),
             "answer_stage": ans.get("stage"), "answer_run": ans.get("run_id"),
             "answer_test_is_valid_proxy": bool(ans.get("test_is_valid_proxy", False)), "trials": len(rows),
@@ -255,7 +272,8 @@ def run_benchmark(table, settings: BenchmarkSettings, journal_path: str | Path, 
         raise ConfigError(f"{journal.path} was recorded with other settings ({header.get('settings')}, graph "
                           f"{header.get('graph')}); fix the settings before the runs, or write to another --out")
     done = {(r["algorithm"], r["workers"], r["budget_trials"], r["seed"]) for r in rows}
-    todo = [c for c in settings.cells() if (c[0], c[1], float(c[2]), c[3]) not in done]
+    todo = [c for c in settings.cells() if (algorithm_label(c[0], settings.on_miss), c[1], float(c[2]), c[3])
+            not in done]
     total, finished = len(settings.cells()), len(settings.cells()) - len(todo)
 
     def record(row):
@@ -299,4 +317,12 @@ def results_frame(rows: Iterable[Mapping]):
     import pandas as pd
 
     keys = ["graph", "workers", "budget_trials", "algorithm", "seed"]
-    return pd.DataFrame(list(rows)).drop_duplicates(keys).sort_values(keys, ignore_index=True)
+    df = pd.DataFrame(list(rows))
+    dup = df[df.duplicated(keys, keep=False)]
+    if len(dup):
+        differ = dup.groupby(keys)[["valid_mrr", "test_mrr"]].nunique(dropna=False).max(axis=1) > 1
+        if differ.any():
+            first = differ[differ].index[0]
+            raise ConfigError(f"two replays of {dict(zip(keys, first))} disagree (another table, or another "
+                              "mapping?): compare results of one table, one folder per grid")
+    return df.drop_duplicates(keys).sort_values(keys, ignore_index=True)

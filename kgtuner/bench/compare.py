@@ -54,6 +54,11 @@ def _reach_time(anytime: list, target: float) -> float:
     return math.inf
 
 
+def is_bracket(algorithm: str) -> bool:
+    """A replay of a search under another miss mapping (``kgtuner[on_miss=lose]``): reported, not ranked."""
+    return "on_miss=" in str(algorithm)
+
+
 def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE):
     """One row per (graph, workers, budget_trials, algorithm) with the figures of the module docstring."""
     import pandas as pd
@@ -62,11 +67,12 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
     out = []
     for (graph, workers, budget), cell in df.groupby(["graph", "workers", "budget_trials"], sort=True):
         wide_test = cell.pivot_table(index="seed", columns="algorithm", values="test_mrr", aggfunc="first")
+        ranked = [a for a in wide_test.columns if not is_bracket(a)]  # a mapping bracket is not a competitor
         ranks = pd.DataFrame(index=wide_test.index, columns=wide_test.columns, dtype=float)
-        for seed, row in wide_test.iterrows():
+        for seed, row in wide_test[ranked].iterrows():
             vals = row.to_numpy(dtype=float)
             filled = np.where(np.isfinite(vals), vals, -np.inf)
-            ranks.loc[seed] = rankdata(-filled, method="average")
+            ranks.loc[seed, ranked] = rankdata(-filled, method="average")
         random_final = cell[cell.algorithm == "random"].set_index("seed")["test_mrr"]
         for algorithm, g in cell.groupby("algorithm", sort=False):
             g = g.set_index("seed")
@@ -105,20 +111,22 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
 def format_summary(summary, reference: str = REFERENCE) -> str:
     """The summary as text tables, one per (graph, workers, budget)."""
     lines = []
+    width = max([13, *(len(str(a)) for a in summary["algorithm"])])
     for (graph, workers, budget), cell in summary.groupby(["graph", "workers", "budget_trials"], sort=True):
         lines.append(f"\n{graph}, {workers} worker(s), budget {budget:g} mean full-graph trials "
                      f"({int(cell['seeds'].max())} paired seeds)")
-        lines.append(f"  {'algorithm':<13} {'valid MRR':>9} {'test MRR [95% CI]':>26} {'vs ' + reference + ' [95% CI]':>30}"
+        lines.append(f"  {'algorithm':<{width}} {'valid MRR':>9} {'test MRR [95% CI]':>26} {'vs ' + reference + ' [95% CI]':>30}"
                      f" {'p':>7} {'rank':>5} {'reach rnd':>9} {'regret':>7} {'trials':>6} {'miss':>5} {'rep':>5}"
                      f" {'dist':>5}")
-        for r in cell.sort_values("mean_rank").itertuples(index=False):
+        for r in cell.sort_values("mean_rank", na_position="last").itertuples(index=False):
             diff = "" if not np.isfinite(r.diff) else f"{r.diff:+.4f} [{r.diff_lo:+.4f}, {r.diff_hi:+.4f}]"
             p = "" if not np.isfinite(r.p) else f"{r.p:.3g}"
             reach = ("never" if np.isinf(r.reach_random_share) else
                      "" if not np.isfinite(r.reach_random_share) else f"{r.reach_random_share:.2f}")
             regret = "" if not np.isfinite(r.regret) else f"{r.regret:.4f}"
-            lines.append(f"  {r.algorithm:<13} {r.valid_mrr:9.4f} {r.test_mrr:8.4f} [{r.test_lo:.4f}, {r.test_hi:.4f}]"
-                         f" {diff:>30} {p:>7} {r.mean_rank:5.2f} {reach:>9} {regret:>7} {r.trials:6.1f} {r.misses:5.2f}"
+            rank = f"{r.mean_rank:5.2f}" if np.isfinite(r.mean_rank) else f"{'-':>5}"
+            lines.append(f"  {r.algorithm:<{width}} {r.valid_mrr:9.4f} {r.test_mrr:8.4f} [{r.test_lo:.4f}, {r.test_hi:.4f}]"
+                         f" {diff:>30} {p:>7} {rank} {reach:>9} {regret:>7} {r.trials:6.1f} {r.misses:5.2f}"
                          f" {r.repeats:5.1f} {r.distance:5.2f}")
     lines.append("\n  test MRR: of each search's answer; vs kgtuner: paired difference over the seeds, Wilcoxon p "
                  "(two-sided); rank: mean rank by test MRR (1 = best); reach rnd: median share of the budget until the "
@@ -187,3 +195,63 @@ def plot_anytime(df, path, grid: int = 60) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+#: Part 4's rule, fixed before the runs: a variant of KGTuner ``wins`` on a graph when its paired test-MRR
+#: difference to the default, over every (budget, seed) pair of the ``defaults`` grid, is positive with a
+#: two-sided Wilcoxon p below ``ALPHA``, and no single budget shows it worse at that level. A default changes
+#: only when the variant wins on the deciding graph *and* on the confirming one, unchanged.
+ALPHA = 0.05
+DECIDE_ON, CONFIRM_ON = "codex-m", "wn18rr"
+
+
+def variant_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
+    """Per (graph, variant): pairs, mean paired test-MRR difference to ``reference`` with its 95% CI, Wilcoxon p,
+    the worst budget's difference and p, and the verdict (``wins``, ``loses``: worse overall at ``alpha``, or
+    ``no difference``)."""
+    import pandas as pd
+
+    out = []
+    for graph, g in df.groupby("graph"):
+        wide = g.pivot_table(index=["workers", "budget_trials", "seed"], columns="algorithm", values="test_mrr",
+                             aggfunc="first")
+        if reference not in wide.columns:
+            continue
+        for variant in [c for c in wide.columns if c != reference]:
+            d = (wide[variant] - wide[reference]).dropna()
+            mean, lo, hi = _ci(d.to_numpy(dtype=float))
+            p = _wilcoxon(d.to_numpy(dtype=float))
+            per_budget = []
+            for budget, db in d.groupby(level="budget_trials"):
+                per_budget.append((float(db.mean()), _wilcoxon(db.to_numpy(dtype=float)), float(budget)))
+            worst = min(per_budget) if per_budget else (math.nan, math.nan, math.nan)
+            budget_loss = any(m < 0 and q < alpha for m, q, _ in per_budget)
+            verdict = ("wins" if mean > 0 and p < alpha and not budget_loss else
+                       "loses" if mean < 0 and p < alpha else "no difference")
+            out.append({"graph": graph, "variant": variant, "pairs": int(len(d)), "diff": mean, "diff_lo": lo,
+                        "diff_hi": hi, "p": p, "worst_budget": worst[2], "worst_budget_diff": worst[0],
+                        "worst_budget_p": worst[1], "verdict": verdict})
+    return pd.DataFrame(out)
+
+
+def decide_defaults(verdicts, decide_on: str = DECIDE_ON, confirm_on: str = CONFIRM_ON) -> list[dict]:
+    """Part 4's decisions from :func:`variant_verdicts`: per variant, whether it wins on ``decide_on``, whether
+    ``confirm_on`` confirms it, and ``change`` (both). Of two variants of one setting that both qualify, the one
+    with the larger gain on ``decide_on`` is kept."""
+    by = {(r["graph"], r["variant"]): r for r in verdicts.to_dict("records")}
+    rows = []
+    for variant in sorted({v for _, v in by}):
+        first, second = by.get((decide_on, variant)), by.get((confirm_on, variant))
+        rows.append({"variant": variant, "decide": first["verdict"] if first else "not run",
+                     "decide_diff": first["diff"] if first else math.nan,
+                     "confirm": second["verdict"] if second else "not run",
+                     "change": bool(first and second and first["verdict"] == second["verdict"] == "wins")})
+    best: dict[str, dict] = {}
+    for r in rows:
+        if r["change"]:
+            key = r["variant"].split("[", 1)[-1].split("=", 1)[0]  # the setting it changes
+            if key not in best or r["decide_diff"] > best[key]["decide_diff"]:
+                best[key] = r
+    for r in rows:
+        r["change"] = any(r is b for b in best.values())
+    return rows

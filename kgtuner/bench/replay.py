@@ -19,9 +19,11 @@ No strategy is implemented a second time here.
   stage-2 candidates are its own stage-1 suggestions expanded: a candidate maps to the expansion of the
   pool configuration its stage-1 suggestion mapped to; a missing expansion (outside the recorded top of the
   pool) is a *miss*, counted in the result. ``on_miss`` says what it runs: ``nearest`` (the default) the
-  nearest recorded expansion at those sizes -- a stand-in from the top of the pool, so a bound in KGTuner's
-  favour; ``lose`` the same seconds with no result (a failed trial) -- a bound against it. A search with no
-  misses replays identically under both, so the two bracket what the missing runs would have given.
+  nearest recorded expansion at those sizes -- a stand-in from the top of the pool, so it leans in KGTuner's
+  favour; ``lose`` that stand-in's seconds with no result (a failed trial, which ASHA cannot stop early; the
+  stand-in stays free for its own candidate) -- leaning against it. A search with no misses replays identically
+  under both; with misses the two bracket what the missing runs would have given, approximately (the searcher
+  takes another path after each), not as strict bounds.
 - **What a trial reports** is what the trainable reports live (:class:`~kgtuner.tune.report.TrialReport`):
   the best validation MRR so far at each recorded validation, then a final report with the test metrics at
   the best validation (a trial cut or stopped before the run's best validation reports its best validation MRR
@@ -368,13 +370,14 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
                 lost = on_miss == "lose"
         if key is None:
             key, dist = table.nearest(pool, hp, taken[pool], sizes)
-        if key in taken[pool]:
-            repeats[0] += 1  # the pool (at these sizes) is exhausted for this search: a recorded run again
-        taken[pool].add(key)
+        if not lost:  # a lost miss only borrows the stand-in's seconds: the run stays free for its own candidate
+            if key in taken[pool]:
+                repeats[0] += 1  # the pool (at these sizes) is exhausted for this search: a recorded run again
+            taken[pool].add(key)
+            distances.append(dist)
         if pool == "stage1":
             stage1_key_of.setdefault(_hp_key(hp), key)
         run = table.runs[pool][key]
-        distances.append(dist)
         end_s = stage_end.get(stage, math.inf)
         t0 = driver.now
         npts = len(run.step)
@@ -386,7 +389,8 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
                        lost=lost)
         running[tid] = trial
         suggestions.append({"trial_id": tid, "trial_index": cfg.get("trial_index"), "stage": stage, "pool": pool,
-                            "key": str(key), "run_id": run.run_id, "distance": dist, "config": hp})
+                            "key": None if lost else str(key), "run_id": None if lost else run.run_id,
+                            "distance": math.nan if lost else dist, "config": hp})
         if scheduler is not None:
             scheduler.on_trial_add(None, trial.trial)
         for k in range(-1 if lost else stop_k + 1):
@@ -476,7 +480,7 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
             driver.early.pop(tid, None)
             rep = TrialReport.from_dict(result)
             rows.append({"trial_id": tid, "trial_index": trial.config.get("trial_index"), "stage": trial.stage,
-                         "pool": trial.pool, "run_id": trial.run.run_id, "start_s": trial.start, "end_s": driver.now,
+                         "pool": trial.pool, "run_id": None if trial.lost else trial.run.run_id, "start_s": trial.start, "end_s": driver.now,
                          "valid_mrr": rep.valid_mrr, "test_mrr": rep.test.get("mrr"), "status": rep.status,
                          "rung": trial.stopped_rung, "cut_at_stage_end": trial.deadline_cut,
                          "test_is_valid_proxy": bool(rep.test) and _ends_before_best(trial.run, k_final)})

@@ -554,7 +554,35 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str) -
     if everything:
         combined = results_frame(pd.concat(everything, ignore_index=True).to_dict("records"))
         combined.drop(columns=["anytime_json"]).to_parquet(Path(replay_root) / "results.parquet", index=False)
+    defaults = [results_frame(ResultsJournal(st["defaults"]).read()[1]) for st in journals.values()
+                if "defaults" in st and ResultsJournal(st["defaults"]).read()[1]]
+    if defaults:
+        md += section_defaults(pd.concat(defaults, ignore_index=True))
     return md
+
+
+def section_defaults(df) -> list[str]:
+    """Part 4's decisions from the ``defaults`` grids, by the rule fixed in ``kgtuner.bench.compare`` before the
+    runs (a variant wins on a graph when its paired test-MRR difference to the default is positive at p < ALPHA
+    and no budget shows it worse; a default changes only when the confirming graph agrees)."""
+    from kgtuner.bench.compare import ALPHA, CONFIRM_ON, DECIDE_ON, decide_defaults, variant_verdicts
+
+    verdicts = variant_verdicts(df)
+    md = ["### KGTuner's defaults: the decisions", "",
+          f"Rule (fixed in `kgtuner.bench.compare` before the runs): a variant wins on a graph when its paired test-MRR "
+          f"difference to the default, over every (budget, seed) pair, is positive with a two-sided Wilcoxon p < "
+          f"{ALPHA:g} and no budget shows it worse at that level. Decided on {DECIDE_ON}, confirmed on {CONFIRM_ON}; "
+          "a default changes only when both say it wins.", "",
+          "| variant | graph | pairs | test MRR difference [95% CI] | p | worst budget (diff, p) | verdict |",
+          "|---|---|---|---|---|---|---|"]
+    for r in verdicts.sort_values(["variant", "graph"]).to_dict("records"):
+        md.append(f"| `{r['variant']}` | {r['graph']} | {r['pairs']} | {r['diff']:+.4f} [{r['diff_lo']:+.4f}, "
+                  f"{r['diff_hi']:+.4f}] | {r['p']:.3g} | {r['worst_budget']:g} ({r['worst_budget_diff']:+.4f}, "
+                  f"{r['worst_budget_p']:.3g}) | {r['verdict']} |")
+    md += ["", "| variant | on " + DECIDE_ON + " | on " + CONFIRM_ON + " | change the default |", "|---|---|---|---|"]
+    for r in decide_defaults(verdicts):
+        md.append(f"| `{r['variant']}` | {r['decide']} | {r['confirm']} | {'yes' if r['change'] else 'no'} |")
+    return md + [""]
 
 
 def main(argv=None) -> int:

@@ -249,6 +249,9 @@ def test_the_replay_section_comes_from_the_results_journal_and_the_table(page, t
     md = "\n".join(page.section_replay(tmp_path / "replay", tables, docs, "benchmarks"))
     assert "### demo" in md and "4 replayed searches" in md and "2 paired seeds" in md and "vs kgtuner" in md
     assert "#### KGTuner's defaults at 8 workers" in md and "kgtuner[top_k=2]" in md
+    # part 4's decision table, by the fixed rule: its graphs (codex-m, then WN18RR) were not replayed here
+    assert "### KGTuner's defaults: the decisions" in md and "| `kgtuner[top_k=2]` | demo | 2 |" in md
+    assert "| `kgtuner[top_k=2]` | not run | not run | no |" in md
     assert (docs / "replay_demo_main_curves.png").stat().st_size > 0 and "replay_demo_main_curves.png" in md
     # every search once in results.parquet: kgtuner's cells are in both grids (a replay is deterministic)
     df = pd.read_parquet(tmp_path / "replay" / "results.parquet")

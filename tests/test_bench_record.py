@@ -150,6 +150,58 @@ def test_a_run_stops_at_its_cap_then_validates_and_tests_once(demo_graph):
     assert run["seconds"]["train"] >= 0.5 - 0.05
 
 
+def test_the_cpu_clock_leaves_out_time_the_process_does_not_compute_and_the_wall_clock_counts_it(demo_graph):
+    """clock=cpu (the default) measures a run's seconds and cap in this process's CPU time, so time it spends
+    waiting (here: a sleep inside every evaluation, as a loaded machine's other processes would take) is not
+    charged; clock=wall charges it."""
+    import time as _time
+
+    from kgtuner.kge import Trainer
+
+    kg, fi = demo_graph
+    evaluate = Trainer.evaluate
+
+    def slow(self, split, model=None):
+        _time.sleep(0.3)
+        return evaluate(self, split, model)
+
+    Trainer.evaluate = slow
+    try:
+        runs = {c: br.train_config(kg, CFG, model="complex", controls=_controls(max_epochs=1), filter_index=fi,
+                                   clock=c) for c in ("cpu", "wall")}
+    finally:
+        Trainer.evaluate = evaluate
+    n_eval = {c: len(r["curve"]) for c, r in runs.items()}
+    assert n_eval["cpu"] == n_eval["wall"] >= 1
+    assert runs["wall"]["seconds"]["valid"] >= 0.3 * n_eval["wall"] - 1e-3 and runs["wall"]["seconds"]["test"] >= 0.3
+    assert runs["cpu"]["seconds"]["valid"] < 0.3 * n_eval["cpu"] - 0.1 and runs["cpu"]["seconds"]["test"] < 0.25
+    assert runs["cpu"]["seconds"]["total"] < runs["wall"]["seconds"]["total"] - 0.3 * n_eval["wall"]
+    _check_curve(runs["cpu"])
+    assert br.RecordSettings(dataset="demo").clock == "cpu"
+    with pytest.raises(ConfigError, match="clock='sundial'"):
+        bp.RecordSettings.from_dict({"dataset": "demo", "clock": "sundial"})
+
+
+def test_a_journal_begun_before_the_clock_setting_continues_on_the_wall_clock(tmp_path):
+    """A journal whose header predates ``clock`` was recorded on the wall clock: it continues so (its settings
+    are fixed), and today's default (cpu) is refused for it rather than mixed into it."""
+    s = tiny(stage1_configs=1, full_configs=0, expand_top=0, clock="wall")
+    br.record(s, tmp_path, log=lambda line: None, pools=["stage1"])
+    journal = tmp_path / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["kind"] == "header"
+    del header["settings"]["clock"]  # as written before the setting existed
+    journal.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    from kgtuner.bench.cli import settings_for
+
+    settings, resumed = settings_for("demo", tmp_path, {})
+    assert resumed and settings.clock == "wall"
+    br.record(settings, tmp_path, log=lambda line: None, pools=["stage1"])  # continues
+    with pytest.raises(ConfigError, match="clock: journal 'wall' vs now 'cpu'"):
+        br.record(tiny(stage1_configs=1, full_configs=0, expand_top=0), tmp_path, log=lambda line: None)
+
+
 def test_a_run_stops_by_patience(demo_graph):
     kg, fi = demo_graph
     run = br.train_config(kg, {**CFG, "lr": 1e-12}, model="complex",

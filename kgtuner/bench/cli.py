@@ -113,7 +113,7 @@ def settings_for(dataset: str, out: Path, explicit: dict):
         base = dict(header["settings"])
         if str(dataset) != str(base["dataset"]):
             explicit = {**explicit, "dataset": dataset}
-        return RecordSettings.from_dict({**base, **explicit}), True
+        return RecordSettings.from_header({**base, **explicit}), True
     base = {"dataset": dataset, **trial_defaults(explicit.get("trial", "paper"))}
     return RecordSettings.from_dict({**base, **explicit}), False
 

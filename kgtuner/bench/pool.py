@@ -47,13 +47,21 @@ NOISE_SEED_OFFSET = 2000
 SCHEMA_VERSION = 1
 
 
+#: The clocks a recording can measure runs with (``RecordSettings.clock``).
+CLOCKS = ("cpu", "wall")
+#: Settings added after the first recordings, with the value that reproduces a journal begun before them.
+LEGACY_SETTINGS = {"clock": "wall"}
+
+
 @dataclass(frozen=True)
 class RecordSettings:
     """Everything that decides which runs a recording trains and how (written to the journal header).
 
-    ``dataset``: a built-in name (``demo``) or a dataset folder. Caps are wall-clock seconds of a run's
-    training + validation (checked before every step; a run stopped by its cap validates its final state
-    once and computes its test metrics after it). ``*_valid_every``: steps between validations.
+    ``dataset``: a built-in name (``demo``) or a dataset folder. ``clock``: what a run's seconds and caps
+    measure: ``cpu``, the recording process's CPU seconds (user + system; with one torch thread, what a
+    dedicated core would take, whatever else the machine runs), or ``wall``, wall-clock seconds (they carry the
+    machine's load). Caps are seconds of a run's training + validation on that clock (checked before every
+    step; a run stopped by its cap validates its final state once and computes its test metrics after it). ``*_valid_every``: steps between validations.
     ``*_max_valid_triples``: the validation sample (None: every valid triple). Stage 1 takes
     ``trial.stage1``'s (5000 in ``conf/trial/paper.yaml``); the full-graph pools validate on a fixed sample of
     3000 valid triples (6000 queries, the same in every run: the engine's ``max_valid_triples``) where
@@ -62,6 +70,7 @@ class RecordSettings:
     """
 
     dataset: str
+    clock: str = "cpu"
     model: str = "complex"
     seed: int = 0
     trial: str = "paper"
@@ -103,7 +112,15 @@ class RecordSettings:
         unknown = sorted(set(data) - names)
         if unknown:
             raise ConfigError(f"unknown recording setting(s) {unknown}; valid names: {', '.join(sorted(names))}")
+        if data.get("clock", "cpu") not in CLOCKS:
+            raise ConfigError(f"clock={data.get('clock')!r}: choose among {', '.join(CLOCKS)}")
         return cls(**dict(data))
+
+    @classmethod
+    def from_header(cls, data: Mapping[str, Any]) -> "RecordSettings":
+        """The settings of a journal's header; a setting added after the journal was begun takes the value
+        that reproduces what that journal did (:data:`LEGACY_SETTINGS`), not today's default."""
+        return cls.from_dict({**LEGACY_SETTINGS, **dict(data)})
 
     def cap_s(self, pool: str) -> float:
         return float(getattr(self, f"{pool}_cap_s"))

@@ -40,7 +40,8 @@ METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
 
 # ------------------------------------------------------------------------------------ one run
 def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping[str, Any], seed: int = 0,
-                 filter_index=None, cap_s: float | None = None, device: str = "cpu") -> dict[str, Any]:
+                 filter_index=None, cap_s: float | None = None, device: str = "cpu",
+                 clock: str = "cpu") -> dict[str, Any]:
     """Train ``config`` (hyper-parameters, with ``batch_size`` and ``dim``) on ``kg`` and describe the run.
 
     ``controls``: the engine's controls (``max_epochs``, ``max_steps``, ``valid_every``, ``patience``,
@@ -49,13 +50,15 @@ def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping
     ``best_valid`` / ``test`` (metric dicts or None), ``best_step``, ``curve`` (one dict per validation:
     step, epoch, valid metrics, loss, lr, cumulative ``train_s`` / ``valid_s``, ``final``: a validation off
     the ``valid_every`` grid, at the end of the run), ``seconds`` (setup / train / valid / test / total)
-    and ``threads`` (torch's thread count during the run).
+    and ``threads`` (torch's thread count during the run). ``clock``: ``cpu`` measures every second (and the
+    cap) as this process's CPU time, ``wall`` as wall-clock time (:class:`~kgtuner.bench.pool.RecordSettings`).
     """
     import torch
 
     from kgtuner.kge import TrainConfig, Trainer
 
-    t0 = time.perf_counter()
+    now = _CLOCKS[clock]
+    t0 = now()
     seg = {"valid": 0.0, "test": 0.0}
     curve: list[dict[str, Any]] = []
     out: dict[str, Any] = {"status": "failed", "stop_reason": "failed", "error": None, "steps": 0, "epochs": 0.0,
@@ -73,24 +76,30 @@ def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping
             curve.append({"step": step, "epoch": float(report["epoch"]),
                           **{f"valid_{k}": _num(report.get(f"valid_{k}")) for k in METRICS},
                           "loss": _num(report.get("loss")), "lr": _num(report.get("lr")),
-                          "train_s": float(report["train_seconds"]), "valid_s": seg["valid"],
+                          "train_s": train_seconds(), "valid_s": seg["valid"],
                           "final": step % valid_every != 0})
+
+        def train_seconds(at: float | None = None) -> float:
+            if clock == "wall":
+                return float(trainer.train_seconds)  # the engine's own timer of its steps
+            # CPU time since training began, less the evaluations
+            return (now() if at is None else at) - t_fit - seg["valid"] - seg["test"]
 
         deadline = [math.inf]
         trainer = Trainer(cfg, kg, filter_index=filter_index, callback=on_validation,
-                          should_stop=lambda: time.perf_counter() >= deadline[0])
+                          should_stop=lambda: now() >= deadline[0])
         evaluate = trainer.evaluate
 
         def timed_evaluate(split, model=None):
-            t = time.perf_counter()
+            t = now()
             try:
                 return evaluate(split, model)
             finally:
-                seg["valid" if split == "valid" else "test"] += time.perf_counter() - t
+                seg["valid" if split == "valid" else "test"] += now() - t
 
         trainer.evaluate = timed_evaluate  # Trainer._validate / evaluate_test call it: every evaluation is timed
         out["steps_per_epoch"] = int(trainer.steps_per_epoch)
-        t_fit = time.perf_counter()
+        t_fit = now()
         if cap_s is not None:
             deadline[0] = t_fit + float(cap_s)
         result = trainer.fit()
@@ -110,8 +119,8 @@ def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping
         out.update(status="diverged", error=str(exc))
     except Exception as exc:  # noqa: BLE001 - a failing configuration is a data point (a failed trial)
         out.update(status="failed", error=f"{type(exc).__name__}: {exc}".strip()[:2000])
-    end = time.perf_counter()
-    train_s = float(trainer.train_seconds) if trainer is not None else 0.0
+    end = now()
+    train_s = train_seconds(end) if trainer is not None and t_fit is not None else 0.0
     if trainer is not None:
         out.update(steps=int(trainer.step), epochs=float(trainer.epochs))
     out["seconds"] = {"setup": (t_fit or end) - t0, "train": train_s, "valid": seg["valid"], "test": seg["test"],
@@ -121,6 +130,10 @@ def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping
 
 class _Diverged(RuntimeError):
     pass
+
+
+#: ``RecordSettings.clock`` -> its timer: this process's CPU seconds, or wall-clock seconds.
+_CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
 def _num(v) -> float | None:
@@ -141,7 +154,8 @@ def train_run(spec: RunSpec, kg, settings: RecordSettings, *, filter_index=None)
     started = time.time()
     load_start = _load()
     res = train_config(kg, spec.config, model=settings.model, controls=settings.controls(spec.pool),
-                       seed=spec.seed, filter_index=filter_index, cap_s=settings.cap_s(spec.pool))
+                       seed=spec.seed, filter_index=filter_index, cap_s=settings.cap_s(spec.pool),
+                       clock=settings.clock)
     best, test = res["best_valid"] or {}, res["test"] or {}
     return {"kind": "run", "run_id": spec.run_id, "pool": spec.pool, "config_index": spec.index,
             "config": spec.config, "batch_size": int(spec.config["batch_size"]), "dim": int(spec.config["dim"]),
@@ -324,10 +338,7 @@ def default_out(dataset: str) -> Path:
 
 def check_header(header: Mapping[str, Any], settings: RecordSettings, fingerprint: Mapping[str, str]) -> None:
     """Refuse to continue a journal recorded with other settings or whose pools this code draws differently."""
-    import dataclasses
-
-    defaults = {f.name: f.default for f in dataclasses.fields(RecordSettings) if f.default is not dataclasses.MISSING}
-    old = {**defaults, **dict(header.get("settings") or {})}  # a setting added later: its default, as before it
+    old = RecordSettings.from_header(header.get("settings") or {}).to_dict()  # a later setting: its legacy value
     new = settings.to_dict()
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if diff:

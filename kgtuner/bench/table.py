@@ -228,10 +228,20 @@ def report_command(journal_dir: str | Path, out_dir: str | Path) -> str:
 
 
 # ------------------------------------------------------------------------------------ card
+#: What a run's seconds mean, per ``RecordSettings.clock`` (the card's words).
+CLOCK_TEXT = {
+    "cpu": "every second in the table (and every cap) is the recording process's CPU time, user + system: with "
+           "one torch thread, what a dedicated core takes, so the machine's load does not lengthen it (cache and "
+           "memory contention aside)",
+    "wall": "every second in the table (and every cap) is wall-clock time, and the machine is shared, so the "
+            "seconds carry its load",
+}
+
+
 def card(header: Mapping, sessions: list[Mapping], runs: list[Mapping], *, journal_dir: str | Path,
          out_dir: str | Path, now: float | None = None) -> str:
     """``card.md``: every figure computed from the journal's records."""
-    s = RecordSettings.from_dict(header["settings"])
+    s = RecordSettings.from_header(header["settings"])
     machine = header.get("machine") or {}
     planned = header.get("planned") or {}
     counts = stop_counts(runs)
@@ -262,15 +272,16 @@ def card(header: Mapping, sessions: list[Mapping], runs: list[Mapping], *, journ
          f"- Machine: {machine.get('cores')} cores ({machine.get('cpu')}), {machine.get('memory_gib')} GiB RAM, "
          f"{machine.get('os')}; Python {machine.get('python')}, torch {machine.get('torch')}; host `{machine.get('host')}`",
          f"- Threads: {s.threads} torch thread per run (measured in the runs: {threads or '-'}); one run at a time, "
-         f"niced; the machine is shared, so seconds carry its load (1-minute load average at run ends: median "
-         f"{_f(_median(loads))}, max {_f(max(loads) if loads else None)})",
+         "niced; " + (CLOCK_TEXT[s.clock] if s.clock in CLOCK_TEXT else f"clock {s.clock}") + " (1-minute load "
+         f"average at run ends: median {_f(_median(loads))}, max {_f(max(loads) if loads else None)})",
          f"- Time so far: {wall_h:.2f} h of wall clock over {len(sessions)} session(s); the runs' own seconds sum "
          f"to {run_h:.2f} h", ""]
     L += ["## Settings (fixed before the first run)", "",
           f"- Model {s.model}; train seed 0 for every configuration, seeds 1.. for the repeated ones; pool seed {s.seed}",
           f"- Every run: until early stopping (patience {s.patience} validations without improvement, "
           f"`conf/trial/{s.trial}.yaml`; learning rate halved after 2 stalled ones, the engine's default), "
-          f"{s.max_epochs} epochs of its graph, or its pool's wall-clock cap on training + validation seconds, "
+          f"{s.max_epochs} epochs of its graph, or its pool's cap on training + validation seconds "
+          f"({'CPU' if s.clock == 'cpu' else 'wall-clock'} seconds), "
           "whichever comes first. A run stopped by its cap validates its final state once and is tested at its "
           "best validation.",
           f"- `stage1`: {s.stage1_configs} configurations of the `{s.stage1_space}` space (drawn with seed {s.seed}) on "

@@ -3,7 +3,9 @@
 #   record the table (continues its journal) -> report it (docs/benchmarks/tables/<graph>/) -> replay the named
 #   grids (kgtuner.bench.benchmark.STUDIES) into docs/benchmarks/replay/<graph>/<study>/ -> regenerate the page.
 # Every step continues where it stopped, so the same command after a kill or in a later session goes on; the
-# replays start only once the table is complete. Usage, from the repository root:
+# replays start only once the table is complete. A recording is begun once, by hand, with its pilot and settings
+# (docs/benchmarks/tables/README.md); this script continues it with the settings in its journal. Usage, from the
+# repository root:
 #   nohup nice -n 10 scripts/replay_benchmark.sh codex-m >> outputs/replay_benchmark_codex-m.log 2>&1 &
 # Environment: DATA (default ../shared/datasets), JOBS (replay processes, default 1), STUDIES (default
 # "main miss_bracket defaults"), KGTUNER (default .venv/bin/kgtuner).

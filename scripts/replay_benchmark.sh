@@ -7,21 +7,28 @@
 # (docs/benchmarks/tables/README.md); this script continues it with the settings in its journal. Usage, from the
 # repository root:
 #   nohup nice -n 10 scripts/replay_benchmark.sh codex-m >> outputs/replay_benchmark_codex-m.log 2>&1 &
-# Environment: DATA (default ../shared/datasets), JOBS (replay processes, default 1), STUDIES (default
-# "main miss_bracket defaults"), KGTUNER (default .venv/bin/kgtuner).
+# Environment (defaults in brackets): DATASET [$DATA/<graph>, DATA ../shared/datasets], JOURNALS
+# [outputs/bench_tables], TABLES [docs/benchmarks/tables], REPLAY [docs/benchmarks/replay], PAGE
+# [docs/benchmarks.md], JOBS (replay processes) [1], STUDIES ["main miss_bracket defaults"], GRID (replay
+# options instead of --study, one grid named "custom", e.g. "--algorithms random --seeds 2") [unset], KGTUNER
+# [.venv/bin/kgtuner].
 set -euo pipefail
 graph=${1:?usage: scripts/replay_benchmark.sh GRAPH   (codex-m or wn18rr)}
-DATA=${DATA:-../shared/datasets}
+DATASET=${DATASET:-${DATA:-../shared/datasets}/$graph}
+JOURNALS=${JOURNALS:-outputs/bench_tables}
+TABLES=${TABLES:-docs/benchmarks/tables}
+REPLAY=${REPLAY:-docs/benchmarks/replay}
+PAGE=${PAGE:-docs/benchmarks.md}
 JOBS=${JOBS:-1}
 STUDIES=${STUDIES:-main miss_bracket defaults}
 KGTUNER=${KGTUNER:-.venv/bin/kgtuner}
 PY=$(dirname "$KGTUNER")/python
-journal=outputs/bench_tables/$graph
-table=docs/benchmarks/tables/$graph
+journal=$JOURNALS/$graph
+table=$TABLES/$graph
 
 echo "== $(date -u +%FT%TZ) record $graph"
 mkdir -p "$journal"
-"$KGTUNER" bench record --dataset "$DATA/$graph" --out "$journal" >> "$journal/record.log" 2>&1
+"$KGTUNER" bench record --dataset "$DATASET" --out "$journal" >> "$journal/record.log" 2>&1
 "$KGTUNER" bench report --journal "$journal" --out "$table"
 if ! "$PY" - "$table/card.json" <<'EOF'
 import json, sys
@@ -33,9 +40,15 @@ EOF
 then
   echo "the table is not complete yet: rerun this script to continue recording"; exit 3
 fi
-for study in $STUDIES; do
-  echo "== $(date -u +%FT%TZ) replay $graph $study"
-  "$KGTUNER" bench replay --table "$table" --study "$study" --out "docs/benchmarks/replay/$graph/$study" --jobs "$JOBS"
-done
+if [ -n "${GRID:-}" ]; then
+  echo "== $(date -u +%FT%TZ) replay $graph custom: $GRID"
+  # shellcheck disable=SC2086 # GRID is a list of options
+  "$KGTUNER" bench replay --table "$table" $GRID --out "$REPLAY/$graph/custom" --jobs "$JOBS"
+else
+  for study in $STUDIES; do
+    echo "== $(date -u +%FT%TZ) replay $graph $study"
+    "$KGTUNER" bench replay --table "$table" --study "$study" --out "$REPLAY/$graph/$study" --jobs "$JOBS"
+  done
+fi
 echo "== $(date -u +%FT%TZ) page"
-"$PY" scripts/benchmarks_page.py
+"$PY" scripts/benchmarks_page.py --page "$PAGE" --replay "$REPLAY" --tables "$TABLES"

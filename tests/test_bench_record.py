@@ -410,3 +410,37 @@ def test_a_recording_killed_in_the_middle_continues_without_duplicates(tmp_path)
     assert f"{len(ids)} run(s) recorded ({len(ids) - n_killed} now); complete: True" in done.stdout
     header, sessions, _ = bt.load_journal(journal)
     assert len(sessions) == 2 and sum(r.get("kind") == "header" for r in br.Journal(journal).read()) == 1
+
+
+@pytest.mark.slow
+def test_the_benchmark_script_continues_a_recording_then_reports_replays_and_writes_the_page(recorded, tmp_path):
+    """scripts/replay_benchmark.sh, the path a benchmark takes across sessions: it continues a journal (here
+    complete), reports the table, checks it is complete, replays a grid and regenerates the page."""
+    import shutil
+
+    repo = Path(__file__).resolve().parents[1]
+    _, out, _, _ = recorded
+    journals = tmp_path / "journals"
+    shutil.copytree(out, journals / "demo", ignore=shutil.ignore_patterns("tables"))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # the fixture recorded in this process: its copy is a journal of a recording that has ended
+    journal = journals / "demo" / "journal.jsonl"
+    journal.write_text("".join(json.dumps({**r, "pid": gone.pid} if r.get("kind") == "session" else r) + "\n"
+                               for r in map(json.loads, journal.read_text().splitlines())))
+    env = {**os.environ, "DATASET": "demo", "JOURNALS": str(journals), "TABLES": str(tmp_path / "tables"),
+           "REPLAY": str(tmp_path / "replay"), "PAGE": str(tmp_path / "page.md"),
+           "GRID": "--algorithms random rf_bore --workers 1 --budgets 2 --seeds 2",
+           "KGTUNER": str(Path(sys.executable).with_name("kgtuner"))}
+    proc = subprocess.run(["bash", "scripts/replay_benchmark.sh", "demo"], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    planned = sum(json.loads((tmp_path / "tables" / "demo" / "card.json").read_text())["planned"].values())
+    assert f"demo: {planned} of {planned} planned runs recorded" in proc.stdout
+    results = pd.read_parquet(tmp_path / "replay" / "demo" / "custom" / "results.parquet")
+    assert len(results) == 2 * 2 and set(results["algorithm"]) == {"random", "rf_bore"}
+    page = (tmp_path / "page.md").read_text()
+    assert "## Search strategies replayed on recorded tables" in page and "#### Grid `custom`" in page
+    assert len(pd.read_parquet(tmp_path / "replay" / "results.parquet")) == 4
+    # nothing was recorded again: the journal's runs are the fixture's
+    runs = [json.loads(line) for line in (journals / "demo" / "journal.jsonl").read_text().splitlines()]
+    assert sum(r.get("kind") == "run" for r in runs) == planned

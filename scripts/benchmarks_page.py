@@ -507,6 +507,8 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str) -
     journals = _replay_journals(replay_root)
     if not journals:
         return []
+    results = {(graph, name): ResultsJournal(path).read()[1] for graph, studies in journals.items()
+               for name, path in studies.items()}  # each journal read once
     md = ["## Search strategies replayed on recorded tables (the main evidence)", "",
           "Each strategy's own searcher and scheduler, replayed on simulated time on a table of real training runs "
           "recorded once (`kgtuner bench record`, `kgtuner bench replay`; how a replay works: "
@@ -534,7 +536,7 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str) -
             rows, used = [], []
             for name in names:
                 if name in studies:
-                    rows += ResultsJournal(studies[name]).read()[1]
+                    rows += results[graph, name]
                     used.append(str(studies[name]))
             if not rows:
                 continue
@@ -554,8 +556,7 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str) -
     if everything:
         combined = results_frame(pd.concat(everything, ignore_index=True).to_dict("records"))
         combined.drop(columns=["anytime_json"]).to_parquet(Path(replay_root) / "results.parquet", index=False)
-    defaults = [results_frame(ResultsJournal(st["defaults"]).read()[1]) for st in journals.values()
-                if "defaults" in st and ResultsJournal(st["defaults"]).read()[1]]
+    defaults = [results_frame(rows) for (_, name), rows in results.items() if name == "defaults" and rows]
     if defaults:
         md += section_defaults(pd.concat(defaults, ignore_index=True))
     return md

@@ -163,11 +163,10 @@ def strategy_for(algorithm: str, table, budget_s: float, seed: int):
     the budget in seconds, the seed, and the table's trial controls (stage 1: its ``stage1`` pool; stage 2 and
     the one-stage searches: its full-graph pools)."""
     from hydra import compose, initialize_config_dir
-
-    from kgtuner.paths import CONF_DIR
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from kgtuner.paths import CONF_DIR
     from kgtuner.tune.settings import ExperimentSettings
 
     name, search_overrides, _ = parse_algorithm(algorithm)
@@ -204,7 +203,8 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
     wall = time.perf_counter() - t0
     ans = res.answer or {}
     rows = res.rows
-    return {"graph": table.graph, "algorithm": label, "on_miss": on_miss, "workers": int(workers), "budget_trials": float(budget_trials),
+    return {"graph": table.graph, "algorithm": label, "on_miss": on_miss, "workers": int(workers),
+            "budget_trials": float(budget_trials),
             "budget_s": budget_s, "seed": int(seed), "valid_mrr": ans.get("valid_mrr"), "test_mrr": ans.get("test_mrr"),
             "answer_stage": ans.get("stage"), "answer_run": ans.get("run_id"),
             "answer_test_is_valid_proxy": bool(ans.get("test_is_valid_proxy", False)), "trials": len(rows),

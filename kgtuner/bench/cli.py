@@ -180,11 +180,9 @@ def _progress(done: int, total: int, row: dict, started: list) -> None:
 
 def _replay(args) -> int:
     """``kgtuner bench replay``: every cell replayed (resumable), then results.parquet, summary.txt, curves PNG."""
-    from kgtuner.bench.benchmark import BenchmarkSettings, results_frame, run_benchmark
+    from kgtuner.bench.benchmark import STUDIES, BenchmarkSettings, results_frame, run_benchmark
     from kgtuner.bench.compare import format_summary, plot_anytime, summarize, table_best_test
     from kgtuner.bench.replay import ReplayTable
-
-    from kgtuner.bench.benchmark import STUDIES
 
     grid = {"algorithms": args.algorithms, "workers": args.workers, "budgets": args.budgets, "seeds": args.seeds,
             "on_miss": args.on_miss}

@@ -238,6 +238,8 @@ def decide_defaults(verdicts, decide_on: str = DECIDE_ON, confirm_on: str = CONF
     """Part 4's decisions from :func:`variant_verdicts`: per variant, whether it wins on ``decide_on``, whether
     ``confirm_on`` confirms it, and ``change`` (both). Of two variants of one setting that both qualify, the one
     with the larger gain on ``decide_on`` is kept."""
+    from kgtuner.bench.benchmark import parse_algorithm
+
     by = {(r["graph"], r["variant"]): r for r in verdicts.to_dict("records")}
     rows = []
     for variant in sorted({v for _, v in by}):
@@ -249,7 +251,7 @@ def decide_defaults(verdicts, decide_on: str = DECIDE_ON, confirm_on: str = CONF
     best: dict[str, dict] = {}
     for r in rows:
         if r["change"]:
-            key = r["variant"].split("[", 1)[-1].split("=", 1)[0]  # the setting it changes
+            key = ",".join(o.split("=", 1)[0] for o in parse_algorithm(r["variant"])[1])  # the setting(s) it changes
             if key not in best or r["decide_diff"] > best[key]["decide_diff"]:
                 best[key] = r
     for r in rows:

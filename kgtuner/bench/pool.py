@@ -61,7 +61,8 @@ class RecordSettings:
     measure: ``cpu``, the recording process's CPU seconds (user + system; with one torch thread, what a
     dedicated core would take, whatever else the machine runs), or ``wall``, wall-clock seconds (they carry the
     machine's load). Caps are seconds of a run's training + validation on that clock (checked before every
-    step; a run stopped by its cap validates its final state once and computes its test metrics after it). ``*_valid_every``: steps between validations.
+    step; a run stopped by its cap validates its final state once and computes its test metrics after it).
+    ``*_valid_every``: steps between validations.
     ``*_max_valid_triples``: the validation sample (None: every valid triple). Stage 1 takes
     ``trial.stage1``'s (5000 in ``conf/trial/paper.yaml``); the full-graph pools validate on a fixed sample of
     3000 valid triples (6000 queries, the same in every run: the engine's ``max_valid_triples``) where
@@ -112,9 +113,11 @@ class RecordSettings:
         unknown = sorted(set(data) - names)
         if unknown:
             raise ConfigError(f"unknown recording setting(s) {unknown}; valid names: {', '.join(sorted(names))}")
-        if data.get("clock", "cpu") not in CLOCKS:
-            raise ConfigError(f"clock={data.get('clock')!r}: choose among {', '.join(CLOCKS)}")
         return cls(**dict(data))
+
+    def __post_init__(self):
+        if self.clock not in CLOCKS:
+            raise ConfigError(f"clock={self.clock!r}: choose among {', '.join(CLOCKS)}")
 
     @classmethod
     def from_header(cls, data: Mapping[str, Any]) -> "RecordSettings":

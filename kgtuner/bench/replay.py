@@ -393,7 +393,7 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
                             "distance": math.nan if lost else dist, "config": hp})
         if scheduler is not None:
             scheduler.on_trial_add(None, trial.trial)
-        for k in range(-1 if lost else stop_k + 1):
+        for k in range(trial.stop_k + 1):  # none for a lost miss (stop_k -1)
             push(t0 + float(run.seconds[k]), "result", tid, k)
         push(trial.end, "complete", tid)
 
@@ -468,8 +468,7 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
                 searcher.on_trial_result(tid, result)
                 continue
             # the trial ends
-            k_final = trial.stop_k if trial.stop_k >= 0 or trial.lost else (
-                0 if trial.deadline_cut and len(trial.run.step) else -1)
+            k_final = trial.stop_k if trial.stop_k >= 0 else (0 if trial.deadline_cut and len(trial.run.step) else -1)
             result = report(trial, k_final, final=True)
             del running[tid]
             if scheduler is not None:
@@ -480,7 +479,8 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
             driver.early.pop(tid, None)
             rep = TrialReport.from_dict(result)
             rows.append({"trial_id": tid, "trial_index": trial.config.get("trial_index"), "stage": trial.stage,
-                         "pool": trial.pool, "run_id": None if trial.lost else trial.run.run_id, "start_s": trial.start, "end_s": driver.now,
+                         "pool": trial.pool, "run_id": None if trial.lost else trial.run.run_id,
+                         "start_s": trial.start, "end_s": driver.now,
                          "valid_mrr": rep.valid_mrr, "test_mrr": rep.test.get("mrr"), "status": rep.status,
                          "rung": trial.stopped_rung, "cut_at_stage_end": trial.deadline_cut,
                          "test_is_valid_proxy": bool(rep.test) and _ends_before_best(trial.run, k_final)})

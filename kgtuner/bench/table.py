@@ -272,7 +272,7 @@ def card(header: Mapping, sessions: list[Mapping], runs: list[Mapping], *, journ
          f"- Machine: {machine.get('cores')} cores ({machine.get('cpu')}), {machine.get('memory_gib')} GiB RAM, "
          f"{machine.get('os')}; Python {machine.get('python')}, torch {machine.get('torch')}; host `{machine.get('host')}`",
          f"- Threads: {s.threads} torch thread per run (measured in the runs: {threads or '-'}); one run at a time, "
-         "niced; " + (CLOCK_TEXT[s.clock] if s.clock in CLOCK_TEXT else f"clock {s.clock}") + " (1-minute load "
+         "niced; " + CLOCK_TEXT[s.clock] + " (1-minute load "
          f"average at run ends: median {_f(_median(loads))}, max {_f(max(loads) if loads else None)})",
          f"- Time so far: {wall_h:.2f} h of wall clock over {len(sessions)} session(s); the runs' own seconds sum "
          f"to {run_h:.2f} h", ""]

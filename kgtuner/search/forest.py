@@ -61,11 +61,10 @@ class RollingForest:
     def tree_proba(self, X: np.ndarray, trees: np.ndarray | None = None) -> np.ndarray:
         """``[n_trees, len(X)]``: each tree's predicted probability of class 1 (``trees``: only those tree
         indices, in that order)."""
-        flat = [(model, tree) for model in self._models for tree in model.estimators_]
+        flat = [(tree, np.flatnonzero(model.classes_ == 1)) for model in self._models for tree in model.estimators_]
         out = []
         for i in (range(len(flat)) if trees is None else trees):
-            model, tree = flat[int(i)]
-            col = np.flatnonzero(model.classes_ == 1)
+            tree, col = flat[int(i)]
             out.append(tree.predict_proba(X)[:, col[0]] if len(col) else np.zeros(len(X)))
         return np.array(out).reshape(-1, len(X))
 

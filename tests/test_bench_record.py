@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 import pyarrow.parquet as pq
 import pytest
 
@@ -165,12 +166,16 @@ def test_the_cpu_clock_leaves_out_time_the_process_does_not_compute_and_the_wall
         _time.sleep(0.3)
         return evaluate(self, split, model)
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as a recording trains: process CPU time is then this thread's time
+    br.train_config(kg, CFG, model="complex", controls=_controls(max_epochs=1), filter_index=fi)  # warm-up
     Trainer.evaluate = slow
     try:
         runs = {c: br.train_config(kg, CFG, model="complex", controls=_controls(max_epochs=1), filter_index=fi,
                                    clock=c) for c in ("cpu", "wall")}
     finally:
         Trainer.evaluate = evaluate
+        torch.set_num_threads(threads)
     n_eval = {c: len(r["curve"]) for c, r in runs.items()}
     assert n_eval["cpu"] == n_eval["wall"] >= 1
     assert runs["wall"]["seconds"]["valid"] >= 0.3 * n_eval["wall"] - 1e-3 and runs["wall"]["seconds"]["test"] >= 0.3
@@ -200,6 +205,25 @@ def test_a_journal_begun_before_the_clock_setting_continues_on_the_wall_clock(tm
     br.record(settings, tmp_path, log=lambda line: None, pools=["stage1"])  # continues
     with pytest.raises(ConfigError, match="clock: journal 'wall' vs now 'cpu'"):
         br.record(tiny(stage1_configs=1, full_configs=0, expand_top=0), tmp_path, log=lambda line: None)
+
+
+def test_a_recording_continues_when_its_dataset_folder_is_spelled_another_way(tmp_path, monkeypatch):
+    """The journal keeps the folder as first given (here absolute); continuing from a command that spells it
+    relative to the current directory is the same recording, while another folder is refused."""
+    from kgtuner.bench.cli import settings_for
+    data = tmp_path / "data" / "mini"
+    data.mkdir(parents=True)
+    other = tmp_path / "data" / "other"
+    other.mkdir()
+    out = tmp_path / "journal"
+    out.mkdir()
+    header = {"kind": "header", "settings": {**tiny().to_dict(), "dataset": str(data.resolve())}}
+    (out / "journal.jsonl").write_text(json.dumps(header) + "\n")
+    monkeypatch.chdir(tmp_path)
+    settings, resumed = settings_for("data/mini", out, {})
+    assert resumed and settings.dataset == str(data.resolve())
+    settings, _ = settings_for("data/other", out, {})
+    assert settings.dataset == "data/other"  # another folder: an explicit change, which check_header refuses
 
 
 def test_a_run_stops_by_patience(demo_graph):

@@ -101,6 +101,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _same_dataset(a: str, b: str) -> bool:
+    """Whether two ``--dataset`` values name the same data: equal names, or the same folder however spelled
+    (relative to the current directory or absolute)."""
+    if str(a) == str(b):
+        return True
+    pa, pb = Path(str(a)).expanduser(), Path(str(b)).expanduser()
+    return pa.is_dir() and pb.is_dir() and pa.resolve() == pb.resolve()
+
+
 def settings_for(dataset: str, out: Path, explicit: dict):
     """The recording's settings: the journal header's when it exists (explicit options must agree), else
     the defaults with the trial preset's patience / validation samples, then the explicit options."""
@@ -111,7 +120,7 @@ def settings_for(dataset: str, out: Path, explicit: dict):
     if journal.is_file() and journal.stat().st_size:
         header = load_journal(journal)[0]
         base = dict(header["settings"])
-        if str(dataset) != str(base["dataset"]):
+        if not _same_dataset(dataset, base["dataset"]):
             explicit = {**explicit, "dataset": dataset}
         return RecordSettings.from_header({**base, **explicit}), True
     base = {"dataset": dataset, **trial_defaults(explicit.get("trial", "paper"))}

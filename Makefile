@@ -50,7 +50,7 @@ benchmarks: setup
 	$(BIN)/python scripts/bench_search.py --suite ablation --out outputs/bench_search_ablation
 	$(BIN)/python scripts/bench_ablation.py --dataset codex-s --configs 16 --max-steps 5000 --max-epochs 5 \
 		--valid-every 250 --out outputs/bench_ablation
-	$(BIN)/python scripts/benchmarks_page.py
+	$(BIN)/python scripts/benchmarks_page.py --collect
 
 clean:
 	rm -rf $(VENV) .pytest_cache outputs multirun

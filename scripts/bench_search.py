@@ -30,7 +30,7 @@ Usage::
     python scripts/bench_search.py --datasets umls --models complex --seeds 0 --algorithms kgtuner random \
         --budget-scale 0.5 --out /tmp/quick                                            # a quick look
 
-``scripts/benchmarks_page.py`` turns the outputs into ``docs/benchmarks.md``.
+``scripts/benchmarks_page.py --collect`` copies the outputs into ``docs/benchmarks/`` and renders ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations

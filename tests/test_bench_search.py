@@ -159,53 +159,114 @@ def page():
     return load_script("benchmarks_page")
 
 
-def test_page_keeps_the_small_graph_sections_of_the_previous_page(page, tmp_path):
-    old = tmp_path / "old.md"
-    old.write_text("# Benchmarks\n\nintro\n\n> note by hand\n\n## Search efficiency (paper Figure 7, on a CPU)\n\nT1\n"
-                   "\n## Ablations (paper Section 6.3)\n\nT2\n")
-    kept = page.kept_small_sections(old)
-    assert kept[0] == page.KEPT_NOTE and "intro" not in kept and "> note by hand" not in kept
-    assert "## Search efficiency on small graphs, 1 trial at a time (paper Figure 7, on a CPU)" in kept
-    assert kept[-1] == "T2"
-    regenerated = tmp_path / "new.md"
-    regenerated.write_text("\n".join(["# Benchmarks", "", "## Large", "", page.SMALL_HEADING + " (x)", "", *kept]))
-    assert page.kept_small_sections(regenerated) == kept  # idempotent
-    assert page.kept_small_sections(tmp_path / "missing.md") == []
-
-
-def test_page_regenerated_without_the_live_outputs_keeps_their_sections_after_the_replay(page, tmp_path):
-    """scripts/replay_benchmark.sh regenerates the page where the live suite's outputs are not: the live large-graph
-    sections and the small-graph ones stay as committed, and the replay section goes first."""
-    old = tmp_path / "benchmarks.md"
-    large = [page.LARGE_HEADING + ", 2 trials in flight (x)", "", "L1", "", "### sub", "L2", ""]
-    old.write_text("\n".join(["# Benchmarks", "", "intro", "", *large, page.SMALL_HEADING + " (y)", "",
-                              "## Ablations (paper Section 6.3)", "", "T2", ""]))
-    assert page.kept_large_sections(old) == large and page.kept_large_sections(tmp_path / "none.md") == []
-    before = old.read_text()
-    assert page.main(["--page", str(old), "--large", str(tmp_path / "no_large"), "--main", str(tmp_path / "no_main"),
-                      "--replay", str(tmp_path / "no_replay"), "--tables", str(tmp_path / "no_tables")]) == 0
-    after = old.read_text()
-    assert "\n".join(large) in after and "T2" in after
-    assert after.index("L1") < after.index(page.SMALL_HEADING) and before.count("L2") == after.count("L2") == 1
-
-
-def test_stage_trace_reads_each_kgtuner_search(page, tmp_path):
-    run = tmp_path / "cells" / "codex-m__complex__kgtuner__s0"
+def _cell(out: Path, dataset: str, algorithm: str, seed: int, *, valid: float, config: dict, load: float,
+          two_stage: bool = False, trials: list | None = None, summary: dict | None = None) -> Path:
+    """A finished cell of scripts/bench_search.py: cell.json, summary.json, trials.parquet."""
+    run = out / "cells" / f"{dataset}__complex__{algorithm}__s{seed}"
     run.mkdir(parents=True)
-    (run / "summary.json").write_text(json.dumps({"budget": {"seconds": 100.0, "switch_wait_s": 2.5},
-                                                  "stage2_started_s": 52.0, "best": {"from_subgraph": False}}))
-    pd.DataFrame({"stage": [1, 1, 1, 2, 2], "status": ["ok", "ok", "failed", "ok", "stopped"],
-                  "valid_mrr": [0.2, 0.3, np.nan, 0.25, 0.1]}).to_parquet(run / "trials.parquet")
-    other = tmp_path / "cells" / "codex-m__complex__random__s0"  # not a KGTuner search
-    other.mkdir()
-    trace = page.stage_trace(tmp_path)
-    assert len(trace) == 1
-    row = trace.iloc[0]
-    assert (row.stage1_trials, row.stage2_trials, row.stage2_finished) == (3, 2, 1)
-    assert row.stage2_start == pytest.approx(0.52) and row.switch_wait_s == 2.5
-    assert row.best_stage1 == pytest.approx(0.3) and row.best_stage2 == pytest.approx(0.25)
-    assert "| codex-m / kgtuner | 3.0 | 2.0 (1.0) | 0.52 B | 2.5 s | 0.300 | 0.250 | 0 of 1 |" in \
-        page.section_stage_trace(tmp_path)
+    (run / "cell.json").write_text(json.dumps({"dataset": dataset, "model": "complex", "algorithm": algorithm,
+                                               "seed": seed, "budget_s": 100.0, "wall_s": 120.0, "error": None,
+                                               "loadavg": [load, 1.0, 1.0]}))
+    (run / "summary.json").write_text(json.dumps({
+        "search": algorithm, "two_stage": two_stage, **(summary or {}),
+        "best": {"valid": {"mrr": valid}, "test": {"mrr": valid - 0.01, "hits@10": 0.5}, "config": config,
+                 "from_subgraph": False}}))
+    stage = 2 if two_stage else 1
+    rows = trials or [(stage, "ok", valid / 2, 30.0, None), (stage, "ok", valid, 80.0, None)]
+    pd.DataFrame(rows, columns=["stage", "status", "valid_mrr", "end_s", "rung"]).to_parquet(run / "trials.parquet")
+    return run
+
+
+def _graph(root: Path, name: str, entities: int) -> None:
+    (root / name).mkdir(parents=True)
+    lines = "\n".join(f"e{i}\tr\te{(i + 1) % entities}" for i in range(entities)) + "\n"
+    for split in ("train", "valid", "test"):
+        (root / name / f"{split}.txt").write_text(lines)
+
+
+def test_collect_then_render_puts_every_figure_in_a_committed_file(page, tmp_path):
+    """`--collect` turns a live suite's output folder into docs/benchmarks/ files (results, curves, per-search facts,
+    provenance); the page then renders from those alone: the same page after the outputs are gone."""
+    out, data = tmp_path / "outputs" / "large", tmp_path / "datasets"
+    _graph(data, "g", 50)
+    kg_trials = [(1, "ok", 0.5, 10.0, None), (1, "ok", 0.6, 20.0, None), (1, "failed", None, 25.0, None),
+                 (2, "ok", 0.3, 60.0, None), (2, "stopped", 0.2, 90.0, None)]
+    for seed, (k, r) in enumerate([(0.30, 0.20), (0.32, 0.25), (0.28, 0.29)]):
+        _cell(out, "g", "kgtuner", seed, valid=k, config={"inverse": False, "optimizer": "Adam"}, load=2.0 + seed,
+              two_stage=True, trials=kg_trials, summary={"budget": {"seconds": 100.0, "switch_wait_s": 2.5},
+                                                         "stage2_started_s": 52.0})
+        _cell(out, "g", "random", seed, valid=r, config={"inverse": seed == 0, "optimizer": "Adagrad"}, load=4.0)
+    docs_page, readme = tmp_path / "docs" / "benchmarks.md", tmp_path / "README.md"
+    readme.write_text(f"# x\n\nbefore\n\n{page.README_BEGIN}\nold text\n{page.README_END}\n\nafter\n")
+    args = ["--page", str(docs_page), "--readme", str(readme), "--replay", str(tmp_path / "no_replay"),
+            "--tables", str(tmp_path / "no_tables")]
+    none = str(tmp_path / "none")
+    assert page.main(["--collect", "--large", str(out), "--main", none, "--ablation", none, "--srcc", none,
+                      "--large-srcc", none, "--data-root", str(data), *args]) == 0
+    docs = tmp_path / "docs" / "benchmarks"
+    assert {p.name for p in docs.iterdir()} == {"large_results.parquet", "large_curves.parquet",
+                                                "large_searches.parquet", "large_search_curves.png", "provenance.json"}
+    prov = json.loads((docs / "provenance.json").read_text())
+    assert prov["large"]["command"] == f"python scripts/bench_search.py --suite large --out {out}"
+    assert any("2 trials in flight" in line for line in prov["large"]["scale"])
+    searches = pd.read_parquet(docs / "large_searches.parquet")
+    k0 = searches[(searches["algorithm"] == "kgtuner") & (searches["seed"] == "0")].iloc[0]
+    assert (k0.stage1_trials, k0.stage2_trials, k0.stage2_finished) == (3, 2, 1) and k0.entities == 50
+    assert k0.stage2_start == pytest.approx(0.52) and k0.best_stage1 == pytest.approx(0.6)
+    text = docs_page.read_text()
+    assert "1-minute load average as each search ended: median 4.0, max 4.0" in text
+    assert "| g / kgtuner | 3.0 | 2.0 (1.0) | 0.52 B | 2.5 s | 0.600 | 0.300 | 0 of 3 |" in text
+    # the why-table: random's answers outside KGTuner's shrunk space (1 with inverse relations, 3 not Adam)
+    assert "| g / complex | 0.300 | random 0.247 | 10 of 50 entities | - | 1 of 3 | 3 of 3 |" in text
+    # the paired test: KGTuner minus random per seed = +0.10, +0.07, -0.01 (validation)
+    assert "| random | 3 | +0.053 [" in text and "| 2/3 |" in text
+    assert "TPE" not in text  # it did not run: no statement names it
+    block = readme.read_text()
+    assert block.startswith("# x\n\nbefore\n\n") and block.endswith("\n\nafter\n") and "old text" not in block
+    assert "KGTuner minus random search, test MRR +0.053" in block
+    import shutil
+
+    shutil.rmtree(tmp_path / "outputs")  # rendering needs none of the outputs
+    assert page.main(args) == 0
+    assert docs_page.read_text() == text
+
+
+def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path):
+    """The repository's docs/benchmarks/ files render the page: the recording's progress from the cards, the live
+    suites with their paired tests, and a named command for each section whose data is not committed."""
+    import shutil
+
+    from scipy import stats
+
+    docs = tmp_path / "benchmarks"
+    docs.mkdir()
+    for f in (REPO / "docs" / "benchmarks").glob("*"):
+        if f.suffix in (".parquet", ".json"):
+            shutil.copy(f, docs / f.name)
+    shutil.copytree(REPO / "docs" / "benchmarks" / "tables", tmp_path / "tables")
+    readme = tmp_path / "README.md"
+    shutil.copy(REPO / "README.md", readme)
+    assert page.main(["--page", str(tmp_path / "benchmarks.md"), "--readme", str(readme), "--tables",
+                      str(tmp_path / "tables"), "--replay", str(tmp_path / "no_replay")]) == 0
+    text = (tmp_path / "benchmarks.md").read_text()
+    large = text[text.index("## Live end-to-end check"):text.index("# Small graphs")]
+    live = pd.read_parquet(docs / "large_results.parquet")
+    wide = live.pivot_table(index=["dataset", "model", "seed"], columns="algorithm", values="test_mrr")
+    p = stats.wilcoxon(wide["kgtuner"] - wide["random"]).pvalue
+    assert f"| random | {len(wide)} |" in large and f"| {p:.3g} |" in large
+    assert ("TPE" in large) == ("tpe" in set(live["algorithm"]))
+    assert ("load average" in large) == (docs / "large_searches.parquet").is_file()
+    for card in (tmp_path / "tables").glob("*/card.json"):
+        c = json.loads(card.read_text())
+        if c["graph"] != "demo" and not (tmp_path / "no_replay" / c["graph"]).exists():
+            assert f"| {c['graph']} | {c['runs']} | {sum(c['planned'].values())} |" in text
+    # a section whose data is not committed names the command that makes it
+    assert (page.SRCC_COMMAND in text) == (not (docs / "srcc_runs.parquet").is_file())
+    body = readme.read_text()
+    assert body.count(page.README_BEGIN) == 1 and "KGTuner minus random search, test MRR" in body
+    # the committed page and README summary are what the committed files render (regenerate both with the tables)
+    assert text == (REPO / "docs" / "benchmarks.md").read_text()
+    assert body == (REPO / "README.md").read_text()
 
 
 def test_large_findings_state_time_to_reach_and_rf_bore_ties(page, bench):

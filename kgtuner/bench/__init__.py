@@ -11,11 +11,17 @@ it was recorded. The modules:
   durable JSONL journal a recording appends to (resumable);
 - :mod:`kgtuner.bench.table`: Parquet tables (``runs.parquet``, ``curves.parquet``) and the card
   (``card.md``) generated from the journal;
-- :mod:`kgtuner.bench.cli`: ``kgtuner bench pilot|record|report``.
+- :mod:`kgtuner.bench.restore`: the journal rebuilt from its committed table, so a recording continues on
+  another machine;
+- :mod:`kgtuner.bench.replay`, :mod:`kgtuner.bench.benchmark`, :mod:`kgtuner.bench.compare`: the strategies
+  replayed on a table on simulated time, the named grids, and their figures;
+- :mod:`kgtuner.bench.cli`: ``kgtuner bench pilot|record|report|restore|replay|compare``.
 """
 
 from kgtuner.bench.pool import POOLS, RecordSettings, RunSpec
 from kgtuner.bench.record import Journal, train_config, train_run
+from kgtuner.bench.restore import restore_journal
 from kgtuner.bench.table import finalize, load_journal
 
-__all__ = ["POOLS", "RecordSettings", "RunSpec", "Journal", "train_config", "train_run", "finalize", "load_journal"]
+__all__ = ["POOLS", "RecordSettings", "RunSpec", "Journal", "train_config", "train_run", "finalize", "load_journal",
+           "restore_journal"]

@@ -3,6 +3,7 @@
     kgtuner bench pilot  --dataset D [--per-pool 4]   time a few runs per pool, estimate the recording's hours
     kgtuner bench record --dataset D [--out DIR]      record (or continue) the table: one journal line per run
     kgtuner bench report --journal DIR [--out DIR]    runs.parquet, curves.parquet, card.md from the journal
+    kgtuner bench restore --table DIR [--out DIR]     rebuild a lost journal from its table (record continues it)
     kgtuner bench replay --table DIR [--seeds 30] ...  replay the real strategies on a table, on simulated time
     kgtuner bench compare --results DIR                the replay's figures: CIs, paired tests, ranks, curves
 
@@ -73,6 +74,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help="write runs.parquet, curves.parquet and card.md from a journal (any time)")
         p.add_argument("--journal", required=True, help="the journal's folder (or its journal.jsonl)")
         p.add_argument("--out", default=None, help="where to write (default docs/benchmarks/tables/<dataset>)")
+    p = sub.add_parser("restore", help="rebuild a journal from its recorded table (runs.parquet, curves.parquet, "
+                                       "card.json), so that `record` continues it on another machine")
+    p.add_argument("--table", required=True, help="a recorded table's folder, written by `kgtuner bench report`")
+    p.add_argument("--out", default=None, help="the journal's folder (default outputs/bench_tables/<graph>)")
     from kgtuner.bench.benchmark import ALGORITHMS, STUDIES
 
     p = sub.add_parser("replay", help="replay search strategies on a recorded table (resumable; results.parquet)")
@@ -137,6 +142,18 @@ def main(argv: list[str] | None = None, prog: str = "kgtuner bench") -> int:
             out = Path(args.out) if args.out else DEFAULT_TABLES / load_journal(journal)[0]["dataset"]
             summary = finalize(journal if journal.is_dir() else journal.parent, out)
             print(f"{summary['runs']} run(s) -> {out}/runs.parquet, curves.parquet, card.md, card.json")
+            return 0
+        if args.command == "restore":
+            from kgtuner.bench.record import default_out
+            from kgtuner.bench.restore import restore_journal
+
+            table = Path(args.table)
+            card = table / "card.json"
+            graph = json.loads(card.read_text()).get("graph") if card.is_file() else None
+            out = Path(args.out) if args.out else default_out(graph or table.resolve().name)
+            done = restore_journal(table, out)
+            print(f"{done['runs']} run(s), {done['sessions']} session(s) -> {done['journal']}"
+                  + (" (header rebuilt from the card's facts)" if done["rebuilt_header"] else ""))
             return 0
         if args.command == "replay":
             return _replay(args)

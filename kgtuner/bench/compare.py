@@ -26,7 +26,8 @@ import numpy as np
 REFERENCE = "kgtuner"
 
 
-def _ci(values: np.ndarray) -> tuple[float, float, float]:
+def mean_ci(values: np.ndarray) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of the finite values and its 95% t-interval (NaN bounds for one value)."""
     from scipy import stats
 
     v = values[np.isfinite(values)]
@@ -38,7 +39,9 @@ def _ci(values: np.ndarray) -> tuple[float, float, float]:
     return float(v.mean()), float(v.mean() - half), float(v.mean() + half)
 
 
-def _wilcoxon(d: np.ndarray) -> float:
+def wilcoxon_p(d: np.ndarray) -> float:
+    """The two-sided Wilcoxon signed-rank p-value of paired differences ``d`` (exact for small samples; 1.0 when
+    every difference is zero)."""
     from scipy import stats
 
     d = d[np.isfinite(d)]
@@ -76,8 +79,8 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
         random_final = cell[cell.algorithm == "random"].set_index("seed")["test_mrr"]
         for algorithm, g in cell.groupby("algorithm", sort=False):
             g = g.set_index("seed")
-            valid, valid_lo, valid_hi = _ci(g["valid_mrr"].to_numpy(dtype=float))
-            test, test_lo, test_hi = _ci(g["test_mrr"].to_numpy(dtype=float))
+            valid, valid_lo, valid_hi = mean_ci(g["valid_mrr"].to_numpy(dtype=float))
+            test, test_lo, test_hi = mean_ci(g["test_mrr"].to_numpy(dtype=float))
             row: dict[str, Any] = {"graph": graph, "workers": int(workers), "budget_trials": float(budget),
                                    "algorithm": algorithm, "seeds": int(g["test_mrr"].notna().sum()),
                                    "valid_mrr": valid, "valid_lo": valid_lo, "valid_hi": valid_hi,
@@ -89,8 +92,8 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
                                    "searcher_s": float(g["searcher_s"].mean())}
             if reference in wide_test.columns and algorithm != reference:
                 d = (wide_test[algorithm] - wide_test[reference]).to_numpy(dtype=float)
-                mean, lo, hi = _ci(d)
-                row.update(diff=mean, diff_lo=lo, diff_hi=hi, p=_wilcoxon(d))
+                mean, lo, hi = mean_ci(d)
+                row.update(diff=mean, diff_lo=lo, diff_hi=hi, p=wilcoxon_p(d))
             else:
                 row.update(diff=math.nan, diff_lo=math.nan, diff_hi=math.nan, p=math.nan)
             if len(random_final):
@@ -219,11 +222,11 @@ def variant_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
             continue
         for variant in [c for c in wide.columns if c != reference]:
             d = (wide[variant] - wide[reference]).dropna()
-            mean, lo, hi = _ci(d.to_numpy(dtype=float))
-            p = _wilcoxon(d.to_numpy(dtype=float))
+            mean, lo, hi = mean_ci(d.to_numpy(dtype=float))
+            p = wilcoxon_p(d.to_numpy(dtype=float))
             per_budget = []
             for budget, db in d.groupby(level="budget_trials"):
-                per_budget.append((float(db.mean()), _wilcoxon(db.to_numpy(dtype=float)), float(budget)))
+                per_budget.append((float(db.mean()), wilcoxon_p(db.to_numpy(dtype=float)), float(budget)))
             worst = min(per_budget) if per_budget else (math.nan, math.nan, math.nan)
             budget_loss = any(m < 0 and q < alpha for m, q, _ in per_budget)
             verdict = ("wins" if mean > 0 and p < alpha and not budget_loss else

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -212,10 +213,48 @@ class Pools:
         probe = {"batch_size": 0, "dim": 0}
         return [(int(c["batch_size"]), int(c["dim"])) for c in self.stage1_space.expand_stage2(probe)]
 
-    def fingerprint(self) -> dict[str, str]:
-        """A hash of each fixed pool's configurations (a restart checks it reproduces the same pools)."""
-        return {"stage1": _digest(self.stage1_configs()), "full": _digest(self.full_configs()),
-                "expand_sizes": _digest(self.expand_sizes())}
+    def fingerprint(self, legacy: bool = False) -> dict[str, str]:
+        """A hash of each fixed pool's configurations (a restart checks it reproduces the same pools).
+        ``legacy``: the hash journals written before floats were rounded (:func:`canonical`) carry."""
+        digest = _legacy_digest if legacy else _digest
+        return {"stage1": digest(self.stage1_configs()), "full": digest(self.full_configs()),
+                "expand_sizes": digest(self.expand_sizes())}
+
+    def same_pools(self, fingerprint: Mapping[str, str], runs: Sequence[Mapping] = ()) -> bool:
+        """Whether a journal with ``fingerprint`` and recorded ``runs`` was drawn by this code: its fingerprint is
+        this code's (or its legacy form), or else every recorded run is one this code draws (:meth:`mismatches`;
+        a hash cannot tell a last-bit difference of a numpy build from another pool)."""
+        fingerprint = dict(fingerprint or {})
+        if fingerprint in (self.fingerprint(), self.fingerprint(legacy=True)):
+            return True
+        return bool(runs) and not self.mismatches(runs)
+
+    def mismatches(self, runs: Sequence[Mapping]) -> list[str]:
+        """Why each of ``runs`` (journal run records) is not a run this code draws: its ``run_id`` does not name its
+        pool, index, sizes and seed, or its configuration differs from the drawn one (floats compared with a
+        relative tolerance of 1e-9, see :func:`same_config`)."""
+        drawn = {"stage1": self.stage1_configs(), "full": self.full_configs()}
+        sizes = {tuple(s) for s in self.expand_sizes()}
+        out = []
+        for r in runs:
+            rid, pool, i = r.get("run_id"), r.get("pool"), int(r.get("config_index", -1))
+            cfg = r.get("config") or {}
+            if rid != run_id(pool, i, cfg.get("batch_size", -1), cfg.get("dim", -1), r.get("seed", -1)):
+                out.append(f"run {rid} does not name its pool, index, sizes and seed")
+                continue
+            base = drawn.get("stage1" if pool == "expand" else pool)
+            if base is None or not 0 <= i < len(base):
+                out.append(f"run {rid} names pool {pool!r} index {i}, which this code does not draw")
+                continue
+            want = dict(base[i])
+            if pool == "expand":
+                if (int(cfg["batch_size"]), int(cfg["dim"])) not in sizes:
+                    out.append(f"run {rid} has an expanded size this code does not use")
+                    continue
+                want.update(batch_size=int(cfg["batch_size"]), dim=int(cfg["dim"]))
+            if not same_config(cfg, want):
+                out.append(f"run {rid}'s configuration differs from the one this code draws for it ({cfg} vs {want})")
+        return out
 
     # -- runs ------------------------------------------------------------------------------------
     def main_runs(self, pool: str, stage1_rows: Sequence[Mapping] = ()) -> list[RunSpec]:
@@ -290,5 +329,45 @@ def _main(rows: Iterable[Mapping], pool: str) -> list[Mapping]:
     return [r for r in rows if r.get("pool") == pool and int(r.get("seed", 0)) == 0]
 
 
+#: Significant digits a pool's floats are fingerprinted at: a log-uniform draw differs in its last bit between
+#: numpy builds (their exp/log). A hash of rounded values still differs when the two sit either side of a rounding
+#: boundary (rarely): a fingerprint that differs is then settled run by run (:meth:`Pools.same_pools`).
+FLOAT_DIGITS = 12
+
+
+def canonical(obj: Any) -> Any:
+    """``obj`` with every float rounded to :data:`FLOAT_DIGITS` significant digits (dicts, lists, tuples,
+    numpy scalars): what two draws of the same configuration agree on across machines."""
+    if isinstance(obj, Mapping):
+        return {str(k): canonical(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [canonical(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        obj = obj.item()
+    if isinstance(obj, float):
+        return float(f"{obj:.{FLOAT_DIGITS}g}")
+    return obj
+
+
+def same_config(a: Mapping[str, Any], b: Mapping[str, Any], rel_tol: float = 1e-9) -> bool:
+    """Whether two configurations are the same: equal keys and values, floats within ``rel_tol`` (a log-uniform
+    draw differs in its last bit between numpy builds)."""
+    if set(a) != set(b):
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, float) or isinstance(y, float):
+            if not isinstance(x, (int, float)) or not isinstance(y, (int, float)) or isinstance(x, bool) \
+                    or isinstance(y, bool) or not math.isclose(float(x), float(y), rel_tol=rel_tol, abs_tol=0.0):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
 def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(canonical(obj), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _legacy_digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -336,8 +336,10 @@ def default_out(dataset: str) -> Path:
     return Path("outputs") / "bench_tables" / Path(str(dataset).rstrip("/")).name
 
 
-def check_header(header: Mapping[str, Any], settings: RecordSettings, fingerprint: Mapping[str, str]) -> None:
-    """Refuse to continue a journal recorded with other settings or whose pools this code draws differently."""
+def check_header(header: Mapping[str, Any], settings: RecordSettings, pools_: Pools,
+                 runs: Iterable[Mapping[str, Any]] = ()) -> None:
+    """Refuse to continue a journal recorded with other settings or whose pools this code draws differently
+    (:meth:`Pools.same_pools`: its fingerprint, else its recorded ``runs`` one by one)."""
     old = RecordSettings.from_header(header.get("settings") or {}).to_dict()  # a later setting: its legacy value
     new = settings.to_dict()
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -345,10 +347,13 @@ def check_header(header: Mapping[str, Any], settings: RecordSettings, fingerprin
         pairs = ", ".join(f"{k}: journal {old.get(k)!r} vs now {new.get(k)!r}" for k in diff)
         raise ConfigError(f"the journal was recorded with other settings ({pairs}); settings are fixed "
                           "before the first run: record into another --out, or restart with the journal's settings")
-    if dict(header.get("fingerprint") or {}) != dict(fingerprint):
-        raise ConfigError("this code draws other pools than the journal's (pool fingerprints differ: "
-                          f"journal {header.get('fingerprint')} vs now {dict(fingerprint)}); the recording cannot "
-                          "continue with this version")
+    runs = list(runs)
+    if not pools_.same_pools(header.get("fingerprint") or {}, runs):
+        why = pools_.mismatches(runs)[:3]
+        raise ConfigError("this code draws other pools than the journal's (pool fingerprints differ: journal "
+                          f"{header.get('fingerprint')} vs now {pools_.fingerprint()}"
+                          + (f"; {'; '.join(why)}" if why else "") + "); the recording cannot continue with this "
+                          "version")
 
 
 def record(settings: RecordSettings, out: str | Path, *, command: str | None = None,
@@ -385,7 +390,7 @@ def record(settings: RecordSettings, out: str | Path, *, command: str | None = N
                   "estimate": dict(estimate or {})}
         journal.append(header)
     else:
-        check_header(header, settings, fingerprint)
+        check_header(header, settings, pools_, [r for r in records if r.get("kind") == "run"])
     journal.append({"kind": "session", "started_unix": round(time.time(), 3), "pid": os.getpid(),
                     "commit": git_commit(), "code": code_digest(), "command": command, "host": machine_info()["host"],
                     "threads": torch.get_num_threads(), "nice": _nice()})
@@ -451,10 +456,13 @@ def _lock(out: Path):
 
 def _refuse_if_running(records: list[dict]) -> None:
     """Refuse when the journal's last session is a live ``bench record`` process (one started before the lock)."""
-    sessions = [r for r in records if r.get("kind") == "session"]
-    if not sessions:
+    kinds = [r.get("kind") for r in records]
+    if "session" not in kinds:
         return
-    pid = int(sessions[-1].get("pid") or 0)
+    last = len(kinds) - 1 - kinds[::-1].index("session")
+    if "restore" in kinds[last:]:  # rebuilt from its table since (kgtuner.bench.restore): its pids are another machine's
+        return
+    pid = int(records[last].get("pid") or 0)
     if pid <= 0 or pid == os.getpid():
         return
     try:

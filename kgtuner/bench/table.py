@@ -8,7 +8,8 @@
 - ``curves.parquet``: one row per (run, validation) (:data:`CURVE_SCHEMA`): step, epoch, validation
   metrics, the cumulative measured training and validation seconds at that point, ``final`` (the
   validation at the run's end when it is off the ``valid_every`` grid);
-- ``card.json``: the card's facts for programs (graph, settings, counts, expansion coverage);
+- ``card.json``: the card's facts for programs (graph, settings, counts, expansion coverage) and the journal's
+  header and session records (``kgtuner bench restore`` rebuilds the journal from them and the Parquet tables);
 - ``card.md``: how the table was recorded (commit, command, machine, threads, hours so far, settings,
   the pre-recording estimate), how many runs ended each way per pool with their median epochs, which
   expansions are covered, the repeated seeds -- every figure computed here from the journal.
@@ -269,6 +270,8 @@ def card(header: Mapping, sessions: list[Mapping], runs: list[Mapping], *, journ
          f"- Command: `{header.get('command')}`",
          f"- Restart, from the repository root (continues where it stopped; settings come from the journal): `{restart_command(header, journal_dir)}`",
          f"- Report (Parquet + this card, any time): `{report_command(journal_dir, out_dir)}`",
+         "- On another machine or a fresh checkout, first rebuild the journal from this table (then restart): "
+         f"`.venv/bin/kgtuner bench restore --table {shlex.quote(str(out_dir))} --out {shlex.quote(str(journal_dir))}`",
          f"- Machine: {machine.get('cores')} cores ({machine.get('cpu')}), {machine.get('memory_gib')} GiB RAM, "
          f"{machine.get('os')}; Python {machine.get('python')}, torch {machine.get('torch')}; host `{machine.get('host')}`",
          f"- Threads: {s.threads} torch thread per run (measured in the runs: {threads or '-'}); one run at a time, "
@@ -390,4 +393,7 @@ def card_data(header: Mapping, sessions: list[Mapping], runs: list[Mapping]) -> 
                                       for c in cover["configs"]]},
             "commit": header.get("commit"), "codes": list(dict.fromkeys(str(x.get("code", "unrecorded")) for x in sessions)),
             "command": header.get("command"), "machine": header.get("machine"), "estimate": header.get("estimate"),
-            "hours": {"wall": wall_h, "runs": run_h}, "sessions": len(sessions)}
+            "hours": {"wall": wall_h, "runs": run_h}, "sessions": len(sessions),
+            # the journal's own header and session records: `kgtuner bench restore` rebuilds the journal from them
+            # and the Parquet tables, so a recording continues on another machine (kgtuner.bench.restore)
+            "journal": {"header": dict(header), "sessions": [dict(x) for x in sessions]}}

@@ -614,7 +614,8 @@ def replayed_graphs(frames: dict[tuple[str, str], pd.DataFrame]) -> set[str]:
     return {g for g, (done, planned) in replay_progress(frames).items() if planned and done >= planned}
 
 
-def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str) -> list[str]:
+def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
+                   frames: dict[tuple[str, str], pd.DataFrame] | None = None) -> list[str]:
     """The replay benchmark (issue 22), first on the page: per graph with results journals under
     ``replay_root/<graph>/<study>/`` (``kgtuner bench replay --study``), the comparison of ``kgtuner.bench.compare``
     on the recorded table ``tables_root/<graph>/`` (its card's scale beside it), the anytime curves, and the pool's
@@ -625,7 +626,7 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str) -
     from kgtuner.bench.replay import ReplayTable
 
     journals = _replay_journals(replay_root)
-    frames = replay_frames(replay_root)
+    frames = replay_frames(replay_root) if frames is None else frames
     if not frames:
         return []
     md = ["## Search strategies replayed on recorded tables (the main evidence)", "",
@@ -749,7 +750,8 @@ def section_tables_in_progress(tables_root: Path, frames: dict[tuple[str, str], 
 
 
 # ============================================================================================ README block
-def readme_block(docs: Path, replay_root: Path, tables_root: Path) -> list[str]:
+def readme_block(docs: Path, replay_root: Path, tables_root: Path,
+                 frames: dict[tuple[str, str], pd.DataFrame] | None = None) -> list[str]:
     """The README's benchmark summary: the replay's verdicts where replayed, else the state of the recording and
     what the live suite can and cannot say, every figure from the committed files."""
     from kgtuner.bench.compare import REFERENCE, is_bracket, summarize
@@ -758,7 +760,7 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path) -> list[str]:
                     "kgtuner+asha": "KGTuner+ASHA", "grash": "GraSH"}
     md = ["**Does KGTuner find better configurations than the alternatives within the same budget?** See "
           "[docs/benchmarks.md](docs/benchmarks.md)."]
-    frames = replay_frames(replay_root)
+    frames = replay_frames(replay_root) if frames is None else frames
     answered = replayed_graphs(frames)
     main = {g: df for (g, name), df in frames.items() if name == "main" and g in answered}
     if main:
@@ -813,7 +815,8 @@ def write_readme_block(readme: Path, block: list[str]) -> bool:
 
 
 # ============================================================================================ main
-def render(docs: Path, page: Path, replay_root: Path, tables_root: Path, bench) -> list[str]:
+def render(docs: Path, page: Path, replay_root: Path, tables_root: Path, bench,
+           frames: dict[tuple[str, str], pd.DataFrame] | None = None) -> list[str]:
     """The page's lines, from committed files only."""
     prov = load_provenance(docs)
     rel = docs.name
@@ -823,8 +826,9 @@ def render(docs: Path, page: Path, replay_root: Path, tables_root: Path, bench) 
           "`docs/benchmarks/` (each section names its command and files; `docs/benchmarks/provenance.json` says which "
           "commit and machine each came from). Do not edit by hand; `make benchmarks` reruns the live suites and "
           "collects them.", ""]
-    md += section_replay(replay_root, tables_root, docs, rel)
-    md += section_tables_in_progress(tables_root, replay_frames(replay_root))
+    frames = replay_frames(replay_root) if frames is None else frames  # every replay journal, read once
+    md += section_replay(replay_root, tables_root, docs, rel, frames)
+    md += section_tables_in_progress(tables_root, frames)
     md += section_live(docs, rel, bench, prov, "large")
     if (prov.get("large") or {}).get("machine"):
         md += [f"Machine of the live suite: {prov['large']['machine']}.", ""]
@@ -864,10 +868,12 @@ def main(argv=None) -> int:
     docs.mkdir(parents=True, exist_ok=True)
     if args.collect:
         collect(args, docs, bench)
-    md = render(docs, page, Path(args.replay), Path(args.tables), bench)
+    frames = replay_frames(Path(args.replay))
+    md = render(docs, page, Path(args.replay), Path(args.tables), bench, frames)
     page.write_text("\n".join(md).rstrip() + "\n")
     readme = Path(args.readme)
-    wrote = readme.is_file() and write_readme_block(readme, readme_block(docs, Path(args.replay), Path(args.tables)))
+    wrote = readme.is_file() and write_readme_block(
+        readme, readme_block(docs, Path(args.replay), Path(args.tables), frames))
     print(f"wrote {page} and {docs}/" + (f"; {readme}'s benchmark block" if wrote else ""))
     return 0
 

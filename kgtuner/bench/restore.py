@@ -127,7 +127,7 @@ def _check_runs(settings: RecordSettings, header: dict, runs: list[dict], where:
     if why:
         raise ConfigError(f"{where}: {why[0]}" + (f" (and {len(why) - 1} more)" if len(why) > 1 else "")
                           + "; the recording cannot continue with this version")
-    if not pools.same_pools(header.get("fingerprint") or {}, runs):
+    if not runs and not pools.same_pools(header.get("fingerprint") or {}):  # runs all match: the same pools
         raise ConfigError(f"this code draws other pools than the table's ({where.parent}/card.json fingerprints "
                           f"{header.get('fingerprint')} vs now {pools.fingerprint()}); the recording cannot continue "
                           "with this version")

@@ -55,6 +55,8 @@ def train_config(cfg: DictConfig):
 
 def run(cfg: DictConfig, out_dir: str | Path) -> dict[str, Any]:
     """Train ``cfg`` and write ``metrics.json`` / ``embeddings.npz`` into ``out_dir``; return the metrics."""
+    import torch
+
     from kgtuner.kge import Trainer
     from kgtuner.kge.model_files import metrics_record, write_model_files
 
@@ -69,8 +71,11 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict[str, Any]:
               f"lr {report['lr']:.2e}  {report['triples_per_second']:.0f} triples/s", flush=True)
 
     print(f"training {train_cfg.model} on {kg!r}", flush=True)
-    trainer = Trainer(train_cfg, kg, callback=progress)
-    result = trainer.fit()
+    try:
+        trainer = Trainer(train_cfg, kg, callback=progress)
+        result = trainer.fit()
+    except torch.OutOfMemoryError as exc:  # one clear line naming the sizes at fault, not torch's traceback
+        raise KGTunerError(out_of_memory_message(exc, train_cfg)) from None
     metrics = metrics_record(result, train_cfg.to_dict())
     write_model_files(out, metrics, trainer.best_model() if result.status != "diverged" else None, kg)
     summary = {k: round(v, 4) for k, v in (result.test or result.valid or {}).items()}
@@ -80,6 +85,16 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict[str, Any]:
     if result.message:
         print(result.message, file=sys.stderr, flush=True)
     return metrics
+
+
+def out_of_memory_message(exc: BaseException, train_cfg) -> str:
+    """What ran out of memory, with which sizes, and which settings to lower (for the CLI's error line)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = first.split(". GPU")[0].rstrip(".")  # "CUDA out of memory. Tried to allocate 158.49 GiB"
+    return (f"out of memory training {train_cfg.model} on {train_cfg.device or 'the default device'} with "
+            f"train.dim={train_cfg.dim}, train.batch_size={train_cfg.batch_size}, "
+            f"train.negatives={train_cfg.negatives} ({first}); lower train.batch_size, train.dim or "
+            f"train.negatives, or use a device with more memory")
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")

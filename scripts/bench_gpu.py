@@ -169,8 +169,9 @@ def roofline(cfg: dict, rows: int, gemm: float, bw: float) -> float:
     return flops / gemm + nbytes / bw
 
 
-def model_table(kg: KnowledgeGraph, steps: int, smoke: bool) -> list[dict]:
-    """Every model at its paper dimension, sampled (512 shared negatives) and 1VsAll / kVsAll."""
+def model_table(kg: KnowledgeGraph, steps: int, smoke: bool, on_row=None) -> list[dict]:
+    """Every model at its paper dimension, sampled (512 shared negatives) and 1VsAll / kVsAll
+    (``on_row(row)`` after each, so a run stopped at its time limit keeps what it measured)."""
     rows = []
     for name in MODELS:
         dim = 16 if smoke else PAPER_DIM.get(name, 2000)
@@ -183,7 +184,30 @@ def model_table(kg: KnowledgeGraph, steps: int, smoke: bool) -> list[dict]:
                 del trainer
             except torch.OutOfMemoryError as err:
                 rows.append({"model": name, "dim": dim, "negatives": negatives, "error": f"OOM: {err}"[:120]})
+            if on_row is not None:
+                on_row(rows[-1])
     return rows
+
+
+def print_model_header() -> None:
+    print("\n| model | dim | negatives | triples/s | step ms | peak GiB |")
+    print("|---|---:|---|---:|---:|---:|", flush=True)
+
+
+def print_model_row(r: dict) -> None:
+    if "error" in r:
+        print(f"| {r['model']} | {r['dim']} | {r['negatives']} | {r['error']} | | |", flush=True)
+    else:
+        print(f"| {r['model']} | {r['dim']} | {r['negatives']} | {r['triples_per_s']:,.0f} | "
+              f"{r['step_ms']:.2f} | {r['peak_gib']:.2f} |", flush=True)
+
+
+def print_model_table(table: list[dict]) -> None:
+    """The model table as Markdown (nothing when empty)."""
+    if table:
+        print_model_header()
+        for r in table:
+            print_model_row(r)
 
 
 def main() -> None:
@@ -193,7 +217,8 @@ def main() -> None:
     ap.add_argument("--relations", type=int, default=51)
     ap.add_argument("--train-triples", type=int, default=4_762_678)
     ap.add_argument("--eval-triples", type=int, default=5_000)
-    ap.add_argument("--models", choices=["main", "all"], default="main")
+    ap.add_argument("--models", choices=["main", "all", "table"], default="main",
+                    help="main: the main configuration; table: every model only; all: both")
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run of every code path of this script")
     args = ap.parse_args()
     global DEVICE
@@ -205,9 +230,14 @@ def main() -> None:
         raise SystemExit("bench_gpu.py needs a CUDA GPU (use --smoke for a CPU check of the script)")
     print(f"device: {torch.cuda.get_device_name(0) if DEVICE == 'cuda' else 'cpu'}, torch {torch.__version__}",
           flush=True)
+    kg = synthetic_graph(args.entities, args.relations, args.train_triples, args.eval_triples)
+    if args.models == "table":  # every model only (scripts/gpu_check.sh runs it as its own step)
+        print_model_header()
+        table = model_table(kg, max(3, args.steps), args.smoke, on_row=print_model_row)
+        print(json.dumps({"models": table}, default=float))
+        return
     bw = copy_bandwidth(2 << 30 if DEVICE == "cuda" else 1 << 24)
     flops = gemm_rate(8192 if DEVICE == "cuda" else 256)
-    kg = synthetic_graph(args.entities, args.relations, args.train_triples, args.eval_triples)
     dim = 16 if args.smoke else 2000
     cfg = {"model": "complex", "dim": dim, "batch_size": 64 if args.smoke else 1024,
            "negatives": 8 if args.smoke else 512, "loss": "BCE_adv", "regularizer": "DURA", "reg_weight": 1e-3,
@@ -256,15 +286,7 @@ def main() -> None:
     print(f"| filtered eval, {len(kg.test)} test triples x {kg.num_entities} entities | {eval_s:.3f} s | "
           f"{eval_floor:.3f} s GEMM floor | {eval_s / eval_floor:.1f}x floor |")
     table = model_table(kg, max(3, args.steps // 4), args.smoke) if args.models == "all" else []
-    if table:
-        print("\n| model | dim | negatives | triples/s | step ms | peak GiB |")
-        print("|---|---:|---|---:|---:|---:|")
-        for r in table:
-            if "error" in r:
-                print(f"| {r['model']} | {r['dim']} | {r['negatives']} | {r['error']} | | |")
-            else:
-                print(f"| {r['model']} | {r['dim']} | {r['negatives']} | {r['triples_per_s']:,.0f} | "
-                      f"{r['step_ms']:.2f} | {r['peak_gib']:.2f} |")
+    print_model_table(table)
     print(json.dumps({"copy_bw": bw, "gemm": flops, "runs": runs, "roofline_s": roof, "eval_s": eval_s,
                       "eval_floor_s": eval_floor, "metrics": metrics, "models": table}, default=float))
 

@@ -9,7 +9,9 @@ step FAILs when its command failed or timed out or one of its figures failed. Ex
 failed. Targets:
 
 * engine: the main configuration's row step (``new (row step)``) >= 1,000,000 training triples/s on
-  CUDA; no host-device synchronisation inside the row step; every model of ``--models all`` trained;
+  CUDA; no host-device synchronisation inside the row step;
+* models (run last, in the time the other steps left): every model of ``bench_gpu.py --models table``
+  trained at its paper dimension (no out-of-memory), all 24 configurations measured;
 * learn: the device run's best validation MRR >= max(2 x random, random + 0.05) (random: the expected
   MRR of a random scorer against the OGB candidates); at every validation the CPU runs also made, the
   device run's MRR within ``max(0.005, 4.9 sigma)`` of the mean of the two CPU seeds, where ``sigma``
@@ -38,7 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-STEPS = ("env", "data", "engine", "learn", "oom", "launch")
+STEPS = ("env", "data", "engine", "learn", "oom", "launch", "models")
+MODEL_CONFIGS = 24  # 8 models x (sampled, 1VsAll, kVsAll)
 TARGET_TPS = 1_000_000
 
 
@@ -133,8 +136,8 @@ def _engine_table(text: str) -> dict[str, float]:
     return rows
 
 
-def check_engine(out: Path, step: Step, smoke: bool) -> None:
-    log = out / "engine" / "engine.log"
+def _json_line(log: Path, copy_to: Path) -> tuple[str, dict | None]:
+    """A bench_gpu.py log's text and its last line's JSON (None: killed before it), copied to ``copy_to``."""
     text = log.read_text(errors="replace") if log.is_file() else ""
     data = None
     for line in reversed(text.splitlines()):
@@ -145,7 +148,12 @@ def check_engine(out: Path, step: Step, smoke: bool) -> None:
                 data = None
             break
     if data is not None:
-        (out / "engine" / "bench_gpu.json").write_text(json.dumps(data, indent=2))
+        copy_to.write_text(json.dumps(data, indent=2))
+    return text, data
+
+
+def check_engine(out: Path, step: Step, smoke: bool) -> None:
+    text, data = _json_line(out / "engine" / "engine.log", out / "engine" / "bench_gpu.json")
     device = re.search(r"^device: (.+)$", text, re.M)
     if device:
         step.add("info", f"bench_gpu.py on {device.group(1)}")
@@ -166,7 +174,7 @@ def check_engine(out: Path, step: Step, smoke: bool) -> None:
         if label not in ("new (row step)", "old (first engine)"):
             step.add("info", f"{label}: {tps:,.0f} triples/s" + (f" ({tps / old:.2f}x old)" if old else ""))
     if data is None:
-        step.add("FAIL", "no JSON line from bench_gpu.py (timed out or failed before the model table)")
+        step.add("FAIL", "no JSON line from bench_gpu.py (timed out or failed before its end)")
         return
     r = data["runs"]["new (row step)"]
     syncs = str(r.get("host_syncs_in_step"))
@@ -177,10 +185,20 @@ def check_engine(out: Path, step: Step, smoke: bool) -> None:
         step.add("info", f"peak GPU memory, new row step: {r['peak_gib']:.2f} GiB; step {r['step_ms']:.3f} ms = "
                          f"{r['step_ms'] / (data['roofline_s'] * 1e3):.1f}x its roofline")
     step.add("info", f"filtered eval: {data['eval_s']:.3f} s = {data['eval_s'] / data['eval_floor_s']:.1f}x its GEMM floor")
+
+
+def check_models(out: Path, step: Step, smoke: bool) -> None:
+    text, data = _json_line(out / "models" / "models.log", out / "models" / "models.json")
+    if data is None:
+        done = len(re.findall(r"^\| (?!model \|)[a-z0-9_]+ \| \d+ \|", text, re.M))
+        step.add("FAIL", f"no JSON line from bench_gpu.py --models table: {done}/{MODEL_CONFIGS} configurations "
+                         "measured before it stopped (see models/models.log)")
+        return
     models = data.get("models") or []
     bad = [f"{m['model']}/{m['negatives']}: {m['error']}" for m in models if "error" in m]
-    step.check(bool(models) and not bad, f"every model at its paper dim: {len(models) - len(bad)}/{len(models)} "
-                                         f"configurations trained" + (f"; {'; '.join(bad)[:200]}" if bad else ""))
+    step.check(len(models) == MODEL_CONFIGS and not bad,
+               f"every model at its paper dim: {len(models) - len(bad)}/{MODEL_CONFIGS} configurations trained"
+               + (f"; {'; '.join(bad)[:200]}" if bad else ""))
     if models and not bad:
         slow = min(models, key=lambda m: m["triples_per_s"])
         step.add("info", f"slowest: {slow['model']} d{slow['dim']} {slow['negatives']}: "
@@ -395,7 +413,7 @@ def main() -> None:
     env = {}
     checks = {"env": lambda s: check_env(out, s, smoke), "data": lambda s: check_data(out, s),
               "engine": lambda s: check_engine(out, s, smoke), "learn": lambda s: check_learn(out, s, smoke),
-              "oom": lambda s: check_oom(out, s, smoke)}
+              "oom": lambda s: check_oom(out, s, smoke), "models": lambda s: check_models(out, s, smoke)}
     results = {}
     for name, fn in checks.items():
         try:

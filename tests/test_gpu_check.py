@@ -14,7 +14,7 @@ import pytest
 from script_loader import load_script
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS = ("env", "data", "engine", "learn", "oom", "launch")
+STEPS = ("env", "data", "engine", "learn", "oom", "launch", "models")
 
 
 
@@ -42,6 +42,7 @@ def test_smoke_run_passes_every_step_on_cpu(tmp_path):
     for path in ("env/env.json", "env/nvidia-smi.txt", "env/git-commit.txt", "env/git-status.txt",
                  "data/ogb/ogbl_biokg/synthetic.json", "data/ogb/ogbl_biokg/RELEASE_v1.txt",
                  "engine/engine.log", "engine/bench_gpu.json", "learn/learn.json", "oom/oom.json",
+                 "models/models.log", "models/models.json",
                  "launch/run/trials.parquet", "launch/run/summary.json", "launch/run/embeddings.npz",
                  "summary.txt", "summary.json", "steps.tsv"):
         assert (out / path).is_file() and (out / path).stat().st_size > 0, path
@@ -81,6 +82,37 @@ def test_engine_target_is_judged_on_gpu_only(verify, tmp_path):
     step = verify.Step("engine", 0, 100, 170)
     verify.check_engine(tmp_path, step, smoke=True)  # the same figure on a CPU run: N/A, never PASS
     assert all(r != "PASS" or "every model" in t for r, t in step.figures)
+
+
+def _models_log(path: Path, rows: list[dict], finished: bool = True) -> None:
+    lines = ["device: NVIDIA H100 80GB HBM3, torch 2.13.0", "", "| model | dim | negatives | triples/s | step ms | peak GiB |",
+             "|---|---:|---|---:|---:|---:|"]
+    lines += [f"| {r['model']} | {r['dim']} | {r['negatives']} | {r.get('triples_per_s', 0):,.0f} | 1.00 | 3.00 |"
+              for r in rows]
+    if finished:
+        lines.append(json.dumps({"models": rows}))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_models_step_needs_every_configuration_without_oom(verify, tmp_path):
+    rows = [{"model": f"m{i // 3}", "dim": 2000, "negatives": neg, "triples_per_s": 5e5 + i, "step_ms": 2.0,
+             "peak_gib": 3.0} for i, neg in zip(range(24), [512, "1VsAll", "kVsAll"] * 8)]
+    log = tmp_path / "models" / "models.log"
+    _models_log(log, rows)
+    step = verify.Step("models", 0, 60, 150)
+    verify.check_models(tmp_path, step, smoke=False)
+    assert step.result == "PASS" and (tmp_path / "models" / "models.json").is_file(), step.figures
+    rows[4] = {**rows[4], "error": "OOM: CUDA out of memory"}
+    _models_log(log, rows)
+    step = verify.Step("models", 0, 60, 150)
+    verify.check_models(tmp_path, step, smoke=False)
+    assert step.result == "FAIL" and any("23/24" in t and "OOM" in t for _, t in step.figures), step.figures
+    _models_log(log, rows[:10], finished=False)  # stopped at its time limit after 10 configurations
+    step = verify.Step("models", 124, 150, 150)
+    verify._rc_note(step)
+    verify.check_models(tmp_path, step, smoke=False)
+    assert step.result == "FAIL" and any("10/24 configurations measured" in t for _, t in step.figures), step.figures
 
 
 def test_engine_main_table_survives_a_timed_out_model_table(verify, tmp_path):

@@ -91,3 +91,26 @@ def test_folder_path_expands_environment_variables(tmp_path):
                  "data.path='$KGT_TEST_DATA/mini'"], tmp_path, env={"KGT_TEST_DATA": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_out_of_memory_is_one_line_naming_the_sizes(tmp_path, monkeypatch, capsys):
+    """A CUDA out-of-memory ends the CLI with one error line naming dim/batch/negatives, no torch traceback
+    (the GPU check's oom step found the traceback: docs/gpu/run1)."""
+    import torch
+
+    from kgtuner import train
+    from kgtuner.kge import Trainer
+
+    def fit(self):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 158.49 GiB. GPU 0 has a total "
+                                     "capacity of 79.18 GiB of which 76.14 GiB is free.")
+
+    monkeypatch.setattr(Trainer, "fit", fit)
+    with pytest.raises(SystemExit) as exit_:
+        train.main([*BASE, "train.dim=24", "train.negatives=32", f"hydra.run.dir={tmp_path / 'run'}"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert "out of memory" in err[0] and "Tried to allocate 158.49 GiB" in err[0]
+    assert "train.dim=24" in err[0] and "train.batch_size=512" in err[0] and "train.negatives=32" in err[0]
+    assert "lower train.batch_size" in err[0]

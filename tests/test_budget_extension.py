@@ -239,10 +239,21 @@ def test_a_finished_kgtuner_search_resumed_with_twice_its_budget(tmp_path):
     assert "budget.trials=6 is smaller than this search's budget.trials=12" in refused.stderr
     assert len(pd.read_parquet(run_dir / "trials.parquet")) == 12
 
-    # a session that extends the budget to 14 and dies before Tune saves under it (here: it records the extension,
-    # then stops without searching): the next plain resume with the state file's budget still runs the 2 trials
+
+@pytest.mark.slow
+@pytest.mark.long
+def test_a_session_that_extends_the_budget_and_dies_before_tune_saves_is_resumed_with_the_larger_budget(tmp_path):
+    """A session extends a finished 6-trial search to 14 and dies before Tune saves under the new budget (here: it
+    records the extension, then stops without searching): the next plain resume with the state file's budget still
+    runs the added trials, as stage 2's. (`make test` keeps the coordinator-level twin:
+    test_a_plain_resume_of_an_extended_run_keeps_the_first_budgets_split.)"""
     from kgtuner.tune.coordinator import Coordinator
 
+    run_dir = tmp_path / "run"
+    args = ("cluster.include_dashboard=false", "cluster.num_gpus=2", "budget=trials", "search.top_k=2",
+            "trial.stage1.max_steps=50", "trial.stage2.max_steps=50", "trial.stage2.valid_every=25")
+    first = _launch(run_dir, *args, "budget.trials=6")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     extended = (*args, "budget.trials=14", "resume=true")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         settings = ExperimentSettings.from_config(compose(config_name="config", overrides=list(extended)))

@@ -22,7 +22,7 @@ demo: setup
 # CI's command. The few tests marked `long` (each a minute or more of fault injection whose guarantee another test
 # here covers too) run with `make test-all`, before a release.
 test: setup
-	$(BIN)/python -m pytest -q -m "not long"
+	$(BIN)/python -m pytest -q -m "not long" --durations=25
 
 test-all: setup
 	$(BIN)/python -m pytest -q

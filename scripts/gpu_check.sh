@@ -102,7 +102,7 @@ if (( smoke )); then
 else
   budget="${GPU_CHECK_LAUNCH_BUDGET:-110}"
   data_args=(--entities 5000 --train-triples 200000 --eval-triples 2000 --candidates 500)
-  bench_args=(--models main --steps 100)
+  bench_args=(--models main --steps 100 --train-triples 1000000)
   models_args=(--models table --steps 20 --train-triples 500000)
   learn_args=(--device cuda --steps 3000 --cpu-steps 300 --valid-every 100); oom_args=(--device cuda --steps 100)
   launch_args=("cluster.num_gpus=$gpus" trial.stage1.max_steps=500 trial.stage1.valid_every=100

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from kgtuner.kge.models.translational import _complex_l1
+from kgtuner.kge.models.translational import complex_l1
 
 
 def plain(q, c):
@@ -34,8 +34,8 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     q = torch.randn(args.batch, 1, args.dim, generator=g, requires_grad=True)
     c = torch.randn(1, args.candidates, args.dim, generator=g, requires_grad=True)
-    times = {"plain formula (autograd)": [], "kgtuner (_ComplexL1)": []}
-    fns = {"plain formula (autograd)": plain, "kgtuner (_ComplexL1)": _complex_l1}
+    times = {"plain formula (autograd)": [], "kgtuner (ComplexL1)": []}
+    fns = {"plain formula (autograd)": plain, "kgtuner (ComplexL1)": complex_l1}
     for rep in range(args.reps + 2):
         for name, fn in fns.items():
             t = time.perf_counter()

@@ -179,7 +179,7 @@ def test_bad_options():
 def test_rotate_distance_gradient_matches_the_plain_formula():
     """RotatE's hand-written distance gradient (one autograd node) equals autograd through the plain formula, for
     shared candidates ([B,1,d] vs [1,C,d]), per-query candidates ([B,1,d] vs [B,C,d]) and pairs ([B,d] vs [B,d])."""
-    from kgtuner.kge.models.translational import _ComplexL1, _complex_l1
+    from kgtuner.kge.models.translational import ComplexL1, complex_l1
 
     def plain(q, c):
         qr, qi = q.chunk(2, dim=-1)
@@ -190,11 +190,11 @@ def test_rotate_distance_gradient_matches_the_plain_formula():
     for qs, cs in (((5, 1, 8), (1, 7, 8)), ((5, 1, 8), (5, 7, 8)), ((5, 8), (5, 8))):
         q = torch.randn(*qs, generator=g, dtype=torch.float64, requires_grad=True)
         c = torch.randn(*cs, generator=g, dtype=torch.float64, requires_grad=True)
-        assert torch.autograd.gradcheck(_ComplexL1.apply, (q, c))
+        assert torch.autograd.gradcheck(ComplexL1.apply, (q, c))
         w = torch.randn(plain(q, c).shape, generator=g, dtype=torch.float64)
         want = torch.autograd.grad((plain(q, c) * w).sum(), (q, c))
-        got = torch.autograd.grad((_complex_l1(q, c) * w).sum(), (q, c))
+        got = torch.autograd.grad((complex_l1(q, c) * w).sum(), (q, c))
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b)
         with torch.no_grad():
-            torch.testing.assert_close(_complex_l1(q, c), plain(q, c))
+            torch.testing.assert_close(complex_l1(q, c), plain(q, c))

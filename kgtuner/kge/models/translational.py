@@ -74,7 +74,7 @@ def _moduli(q3, cand):
     return dr, di, torch.addcmul(dr * dr, di, di).add_(1e-12).sqrt_()
 
 
-class _ComplexL1(torch.autograd.Function):
+class ComplexL1(torch.autograd.Function):
     """``sum_k |q_k - c_k|`` with its gradient written by hand: ``d/dq = g (q - c) / |q - c|`` per coordinate,
     summed back to each input's (broadcast) shape. One autograd node and about half the passes over the
     ``[B, C, dim/2]`` intermediates of the plain formula (RotatE's scoring of shared negatives is bound by them)."""
@@ -101,10 +101,10 @@ class _ComplexL1(torch.autograd.Function):
         return reduced(q_shape) if need_q else None, reduced(c_shape).neg_() if need_c else None
 
 
-def _complex_l1(q3, cand):
+def complex_l1(q3, cand):
     """Sum over coordinates of the complex modulus ``|q_k - c_k|``."""
     if torch.is_grad_enabled() and (q3.requires_grad or cand.requires_grad):
-        return _ComplexL1.apply(q3, cand)
+        return ComplexL1.apply(q3, cand)
     return _moduli(q3, cand)[2].sum(-1)
 
 
@@ -142,10 +142,10 @@ class RotatE(_Distance):
         return torch.cat([c * x + d * y, c * y - d * x], dim=-1)
 
     def compare(self, q, cand):
-        return self.gamma - self._dist(_complex_l1, q, cand)
+        return self.gamma - self._dist(complex_l1, q, cand)
 
     def compare_pairs(self, q, e):
-        return self.gamma - _complex_l1(q, e)
+        return self.gamma - complex_l1(q, e)
 
     def export_embeddings(self):
         out = super().export_embeddings()

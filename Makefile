@@ -22,10 +22,10 @@ demo: setup
 # CI's command. The few tests marked `long` (each a minute or more of fault injection whose guarantee another test
 # here covers too) run with `make test-all`, before a release.
 test: setup
-	$(BIN)/python -m pytest -q -m "not long" --durations=25
+	$(BIN)/python -X faulthandler -m pytest -q -m "not long" --durations=25
 
 test-all: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -X faulthandler -m pytest -q
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -19,6 +19,7 @@ overrides are kept in its ``kgtuner_overrides.yaml``.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -114,8 +115,6 @@ def quiet_full_disk_log_files() -> None:
     """A log file (Hydra's ``launch.log`` in the run directory) on a full disk: the logging module would
     print a ``--- Logging error ---`` traceback for every later log line; instead the file stops being
     written (the console keeps the log) and the search ends with its one ``disk is full`` line."""
-    import logging
-
     from kgtuner.tune.run_dir import DISK_FULL_ERRNOS
 
     def patch(handler: logging.FileHandler) -> None:
@@ -148,6 +147,8 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
     quiet_full_disk_log_files()
+    # Tune's TensorBoard logger renames valid_hits@k to valid_hits_k and logs that at INFO, three lines per result
+    logging.getLogger("tensorboardX.summary").setLevel(logging.WARNING)
     try:
         leave_job_working_dir(cfg, run_dir)
         run(cfg, run_dir, overrides=list(hydra_cfg.overrides.task))

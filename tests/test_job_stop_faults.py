@@ -150,6 +150,7 @@ def _group_sigterm_then_resume(tmp_path: Path, stage: int) -> None:
     assert stop_s < 60, f"the stop took {stop_s:.0f}s"  # no 60 s wait on a dead GCS
     assert "Failed to connect to GCS" not in out + err
     assert proc.returncode == 130, out[-2000:] + err[-3000:]
+    assert "Aborted" not in err and "SIGABRT" not in err + out, err[-3000:]
     assert "resume=true" in err and f"hydra.run.dir={run_dir}" in err, err[-2000:]
     before = pd.read_parquet(run_dir / "trials.parquet")
     assert f"{len(before)} finished trials are saved" in err

@@ -14,8 +14,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from answer_helpers import check_search_left_the_answers_model
+
 REPO = Path(__file__).resolve().parents[1]
 B = 100.0  # seconds of search budget in the 8-GPU run
+KEEP = 2  # answer.keep: trials that keep a model (the best KEEP when they end)
 EXPAND = {"batch_size": {256, 512}, "dim": {200, 400}}  # conf/space/decoupled.yaml, dataset demo
 
 
@@ -107,20 +110,20 @@ def _check_switch_ranked_every_stage1_trial(run_dir: Path, df: pd.DataFrame, sum
 
 @pytest.mark.slow
 def test_switch_waits_for_running_stage1_trials_under_a_trial_budget(tmp_path):
-    """The review's case (8 GPUs, a trial budget, no early stopping): stage-1 trials still training when
+    """The review's case (several GPUs, a trial budget, no early stopping): stage-1 trials still training when
     the last stage-1 suggestion is made are ranked too, not left out of the top-k."""
     run_dir = tmp_path / "run"
-    # 8 stage-1 trials on 8 slots: the last stage-1 suggestion is made while the other 7 still train
-    proc = subprocess.run(_cmd(run_dir, "cluster.num_gpus=8", "budget=trials", "budget.trials=16", "search.top_k=4",
+    # 4 stage-1 trials on 4 slots: the last stage-1 suggestion is made while the other 3 still train
+    proc = subprocess.run(_cmd(run_dir, "cluster.num_gpus=4", "budget=trials", "budget.trials=8", "search.top_k=2",
                                "trial.stage1.max_steps=150", "trial.stage2.max_steps=100"),
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     df = pd.read_parquet(run_dir / "trials.parquet")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["search"] == "kgtuner" and summary["early_stop"] is None
-    assert (df.stage == 1).sum() == 8 and (df.stage == 2).sum() == 8
+    assert (df.stage == 1).sum() == 4 and (df.stage == 2).sum() == 4
     assert set(df[df.stage == 1]["status"]) <= {"ok", "failed"}  # a trial budget trains every trial to its end
-    _check_switch_ranked_every_stage1_trial(run_dir, df, summary, k=4)
+    _check_switch_ranked_every_stage1_trial(run_dir, df, summary, k=2)
     assert "the top-k is ranked when every stage-1 trial has its value" in proc.stdout
 
 
@@ -171,11 +174,13 @@ def test_interrupted_run_resumes_without_losing_trials(tmp_path):
 @pytest.mark.slow
 def test_stage2_starts_from_stage1_rows_and_spends_the_whole_trial_budget(tmp_path):
     """Issue 21: the stage-2 forest starts from every stage-1 row (summary.json stage2.prior_observations), and
-    a trial budget larger than stage 2's candidates (top_k=2: 8 on the demo) is spent by exploring, not ended."""
+    a trial budget larger than stage 2's candidates (top_k=2: 8 on the demo) is spent by exploring, not ended.
+    The same search checks the answer's model it leaves (answer_helpers.check_search_left_the_answers_model)."""
     run_dir = tmp_path / "run"
     proc = subprocess.run(_cmd(run_dir, "cluster.num_gpus=4", "budget=trials", "budget.trials=22", "search.top_k=2",
-                               "trial.stage1.max_steps=50", "trial.stage2.max_steps=50", "trial.stage2.valid_every=25"),
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+                               "trial.stage1.max_steps=50", "trial.stage1.valid_every=25", "trial.stage2.max_steps=50",
+                               "trial.stage2.valid_every=25", f"answer.keep={KEEP}", "trial.checkpoint_every_s=0"),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     df = pd.read_parquet(run_dir / "trials.parquet")
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -187,3 +192,5 @@ def test_stage2_starts_from_stage1_rows_and_spends_the_whole_trial_budget(tmp_pa
     # the explored trials are stage-2 sized, on the full graph
     assert set(s2["batch_size"]) <= EXPAND["batch_size"] and set(s2["dim"]) <= EXPAND["dim"]
     assert set(s2["graph"]) == {"demo"}
+    # the answer's model, scored independently, with what each trial kept
+    check_search_left_the_answers_model(run_dir, proc.stdout, tmp_path, keep=KEEP)

@@ -148,3 +148,29 @@ def test_a_local_start_listens_on_loopback_only(local_ray):
 
     exposed = [(psutil.Process(pid).name(), addr) for pid, addr in listening if not loopback(addr.ip)]
     assert not exposed, f"listening beyond loopback: {exposed}"
+
+
+def test_shutdown_ray_ends_the_local_start_without_rays_graceful_wait(local_ray, monkeypatch):
+    """The last test of this module (it ends the module's Ray): ``shutdown_ray`` ends every process of the
+    local start, through Ray's own ``kill_all_processes`` but with no SIGTERM grace (the processes run with
+    SIGTERM blocked, so Ray's second per process type is only waited)."""
+    import ray
+
+    node = ray._private.worker._global_node
+    procs = [info.process for infos in node.all_processes.values() for info in infos if info.process is not None]
+    assert procs and all(p.poll() is None for p in procs)
+    calls = []
+    real = node.kill_all_processes
+
+    def spy(**kwargs):
+        calls.append(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(node, "kill_all_processes", spy)
+    rc.shutdown_ray()
+    assert not ray.is_initialized()
+    assert calls and calls[0]["allow_graceful"] is False
+    deadline = time.time() + 10
+    while any(p.poll() is None for p in procs) and time.time() < deadline:
+        time.sleep(0.1)
+    assert all(p.poll() is not None for p in procs), [p.args[0] for p in procs if p.poll() is None]

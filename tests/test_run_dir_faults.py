@@ -267,6 +267,9 @@ def _rows(path: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # make test-all; in make test, the stop signal to the whole process group in stage 2
+# (tests/test_job_stop_faults.py: SIGTERM to this driver and to Ray's processes at once, exit 130, the resume keeps
+# every row) and the lock test above (a second driver refused while the first holds the run directory)
 def test_sigterm_is_a_clean_resumable_stop_and_a_second_driver_is_refused_meanwhile(tmp_path):
     run_dir = tmp_path / "run"
     args = ("budget.seconds=20", "cluster.num_cpus=1", "cluster.include_dashboard=false")

@@ -567,7 +567,7 @@ class Coordinator:
 
         import ray
 
-        from kgtuner.cluster.ray_cluster import connect_ray
+        from kgtuner.cluster.ray_cluster import connect_ray, shutdown_ray
         from kgtuner.cluster.resources import plan_resources
         from kgtuner.data.from_config import load_graph
 
@@ -672,6 +672,8 @@ class Coordinator:
             finally:
                 events.deactivate(self)
                 self.close()
+                if self.ray_info is not None and self.ray_info.started_here:
+                    shutdown_ray()  # its processes at once, not a second each (Ray's stop)
 
     def _extend_budget(self) -> None:
         """Every check passed and the search is about to continue under the larger budget: record the

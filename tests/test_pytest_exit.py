@@ -1,0 +1,20 @@
+"""The test process's exit (tests/conftest.py ends it with pytest's status, skipping the interpreter's teardown)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = Path(__file__).with_name("conftest.py")
+
+
+@pytest.mark.parametrize("body, status", [("assert 1 == 1", 0), ("assert 1 == 2", 1)])
+def test_the_exit_status_is_pytests_own(pytester, body, status):
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makepyfile(test_one=f"def test_one():\n    {body}\n")
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    assert result.ret == status
+    result.stdout.fnmatch_lines(["*1 passed*" if status == 0 else "*1 failed*"])  # the report came first

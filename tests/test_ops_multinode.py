@@ -42,9 +42,9 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
 JOB_TIMEOUT_S = 300
-# The demo with a trial-count budget (8 trials per stage, one wave on the 8 GPUs) and short trials:
+# The demo with a trial-count budget (6 trials per stage on the 4 GPUs, 2 a node) and short trials:
 # with a wall-clock budget a busy test machine could end stage 1 before any trial reports.
-DEMO_OVERRIDES = ["budget=trials", "budget.trials=24", "trial.stage1.max_steps=100", "trial.stage1.valid_every=25",
+DEMO_OVERRIDES = ["budget=trials", "budget.trials=12", "trial.stage1.max_steps=100", "trial.stage1.valid_every=25",
                   "trial.stage2.max_steps=100", "trial.stage2.valid_every=50"]
 
 WANTED_METRICS = ["ray_kgtuner_stage", "ray_kgtuner_budget_used_fraction", "ray_kgtuner_trials",
@@ -61,7 +61,7 @@ _HELPER = textwrap.dedent('''
             return s.getsockname()[1]
 
     dash = free_port()
-    common = dict(num_cpus=4, num_gpus=4, object_store_memory=200 * 2**20)
+    common = dict(num_cpus=2, num_gpus=2, object_store_memory=200 * 2**20)
     cluster = Cluster(initialize_head=True, head_node_args=dict(
         node_ip_address="{head}", include_dashboard=True, dashboard_host="127.0.0.1",
         dashboard_port=dash, dashboard_agent_listen_port=free_port(), **common))

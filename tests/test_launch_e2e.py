@@ -17,7 +17,7 @@ import yaml
 from answer_helpers import check_search_left_the_answers_model
 
 REPO = Path(__file__).resolve().parents[1]
-B = 100.0  # seconds of search budget in the 8-GPU run
+B = 70.0  # seconds of search budget in the 8-GPU run
 KEEP = 2  # answer.keep: trials that keep a model (the best KEEP when they end)
 EXPAND = {"batch_size": {256, 512}, "dim": {200, 400}}  # conf/space/decoupled.yaml, dataset demo
 
@@ -54,10 +54,10 @@ def test_two_stage_search_on_8_logical_gpus_with_a_failing_trial(tmp_path):
     assert _max_overlap(df) == 8
     assert df["gpu"].nunique() == 8
 
-    # stage 1: subgraph, batch 128 / dim 100, no trial past B/2 + 5% of B
+    # stage 1: subgraph, batch 128 / dim 100, no trial past B/2 + 5 s (stopped at the switch, then validated)
     assert set(s1["graph"]) == {"demo-multi_rw-0.2-seed0"}
     assert set(s1["batch_size"]) == {128} and set(s1["dim"]) == {100}
-    assert s1["end_s"].max() <= B / 2 + 0.05 * B
+    assert s1["end_s"].max() <= B / 2 + 5.0
 
     # stage 2: starts at/after B/2, full graph, expanded batch/dim of a top-10 stage-1 configuration
     assert s2["start_s"].min() >= B / 2

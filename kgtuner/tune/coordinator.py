@@ -673,7 +673,11 @@ class Coordinator:
                 events.deactivate(self)
                 self.close()
                 if self.ray_info is not None and self.ray_info.started_here:
-                    shutdown_ray()  # its processes at once, not a second each (Ray's stop)
+                    try:
+                        shutdown_ray()  # its processes at once, not a second each (Ray's stop)
+                    except Exception as exc:  # noqa: BLE001 - never in place of the run's own outcome
+                        logging.getLogger(__name__).warning("could not stop the local Ray at once (%s); Ray stops it "
+                                                            "at exit", exc)
 
     def _extend_budget(self) -> None:
         """Every check passed and the search is about to continue under the larger budget: record the

@@ -189,6 +189,7 @@ def test_stage2_starts_from_stage1_rows_and_spends_the_whole_trial_budget(tmp_pa
     assert summary["stage2"]["start"] == "warm" and summary["stage2"]["prior_observations"] == 11
     assert summary["stage2_candidates"] == 8 and summary["stage2"]["explored_trials"] == 3
     assert "all 8 stage-2 candidates proposed" in proc.stdout and "explores the decoupled space" in proc.stdout
+    assert "is illegal" not in proc.stdout + proc.stderr  # tensorboardX's rename notices stay off the console
     # the explored trials are stage-2 sized, on the full graph
     assert set(s2["batch_size"]) <= EXPAND["batch_size"] and set(s2["dim"]) <= EXPAND["dim"]
     assert set(s2["graph"]) == {"demo"}

@@ -165,3 +165,19 @@ def test_every_search_config_has_its_strategy_and_back(name):
 
     assert set(registry()) == {p.stem for p in (CONF_DIR / "search").glob("*.yaml")}
     assert name in registry()
+
+
+def test_the_drivers_answer_model_code_does_not_import_torch():
+    """A launch refused for its settings or run directory ends before any training: the modules it imports on
+    the way (the answer-model export, the model file names) do not import torch (kgtuner.kge's names load on
+    first use); the engine's names still import it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, kgtuner.kge.model_files, kgtuner.tune.answer_model, kgtuner.tune.coordinator; "
+            "print('torch' in sys.modules); from kgtuner.kge import Trainer, MODELS; "
+            "print('torch' in sys.modules, Trainer.__name__, sorted(MODELS) == sorted(set(MODELS)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["False", "True", "Trainer", "True"], out.stdout + out.stderr
+    with pytest.raises(AttributeError, match="no_such_name"):
+        importlib.import_module("kgtuner.kge").no_such_name

@@ -56,8 +56,12 @@ class _ComplexProduct(torch.autograd.Function):
 
 
 def complex_product(x: torch.Tensor, y: torch.Tensor, conj_x: bool = False) -> torch.Tensor:
-    """``x * y`` or ``conj(x) * y`` for ``[re | im]`` rows (equal shapes: the one-node autograd path)."""
-    if x.shape == y.shape and x.dtype == y.dtype:
+    """``x * y`` or ``conj(x) * y`` for ``[re | im]`` rows (equal shapes: the one-node autograd path).
+
+    Under ``torch.compile`` the plain formula: the compiler fuses it and derives its gradient, whereas the
+    hand-written path (``out=`` into halves of one tensor, ``torch.result_type``) would break the graph, four
+    times per product."""
+    if x.shape == y.shape and x.dtype == y.dtype and not torch.compiler.is_compiling():
         return _ComplexProduct.apply(x, y, conj_x)
     a, b = x.chunk(2, dim=-1)
     c, d = y.chunk(2, dim=-1)

@@ -195,6 +195,11 @@ def test_every_budget_field_a_strategy_extends_is_a_field_of_its_searcher(strate
 
 
 # ---------------------------------------------------------------------------------------------- end to end
+#: The end-to-end searches' settings: two slots, a trial budget, short trials.
+E2E_ARGS = ("cluster.include_dashboard=false", "cluster.num_gpus=2", "budget=trials", "search.top_k=2",
+            "trial.stage1.max_steps=50", "trial.stage2.max_steps=50", "trial.stage2.valid_every=25")
+
+
 def _launch(run_dir, *overrides, timeout=400):
     return subprocess.run([sys.executable, "-m", "kgtuner.launch", f"hydra.run.dir={run_dir}", *overrides],
                           cwd=REPO, capture_output=True, text=True, timeout=timeout)
@@ -203,8 +208,7 @@ def _launch(run_dir, *overrides, timeout=400):
 @pytest.mark.slow
 def test_a_finished_kgtuner_search_resumed_with_twice_its_budget(tmp_path):
     run_dir = tmp_path / "run"
-    args = ("cluster.include_dashboard=false", "cluster.num_gpus=2", "budget=trials", "search.top_k=2",
-            "trial.stage1.max_steps=50", "trial.stage2.max_steps=50", "trial.stage2.valid_every=25")
+    args = E2E_ARGS
     first = _launch(run_dir, *args, "budget.trials=6")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     before = pd.read_parquet(run_dir / "trials.parquet")
@@ -250,8 +254,7 @@ def test_a_session_that_extends_the_budget_and_dies_before_tune_saves_is_resumed
     from kgtuner.tune.coordinator import Coordinator
 
     run_dir = tmp_path / "run"
-    args = ("cluster.include_dashboard=false", "cluster.num_gpus=2", "budget=trials", "search.top_k=2",
-            "trial.stage1.max_steps=50", "trial.stage2.max_steps=50", "trial.stage2.valid_every=25")
+    args = E2E_ARGS
     first = _launch(run_dir, *args, "budget.trials=6")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     extended = (*args, "budget.trials=14", "resume=true")

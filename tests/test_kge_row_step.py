@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from script_loader import load_script
+
 from kgtuner.data import FilterIndex, KnowledgeGraph, load_dataset
 from kgtuner.kge import Trainer, TrainConfig
 from kgtuner.kge.optim import RowSparseAdagrad, RowSparseAdam, write_rows, merge_rows
@@ -247,18 +249,9 @@ def test_the_compiled_objective_is_one_graph(demo, model_name):
     """``compile: true`` traces each model's loss and regulariser into ONE graph: a graph break splits the
     step into pieces the compiler cannot fuse, and on CUDA into many small CUDA graphs (the first GPU run
     measured the compiled step at half the eager one's speed, with "The CUDA Graph is empty" warnings; ComplEx's
-    hand-written product broke its objective 14 times). Traced by Dynamo only (no C++ compiler needed)."""
-    import torch._dynamo as dynamo
-
-    cfg = {**BASE, "model": model_name, "dim": 32, "batch_size": 64, "negatives": 16, "loss": "BCE_adv",
-           "regularizer": "None" if model_name in ("transe", "rotate", "conve") else "DURA", "reg_weight": 1e-3}
-    trainer = Trainer(TrainConfig.from_dict(cfg), demo, device="cpu")
-    batch = torch.as_tensor(demo.train[:64])
-    ids = trainer.sampler.row_ids(trainer.model, batch, trainer.sampler.draw(trainer.generator))
-    leaves = [w.detach().index_select(0, i).requires_grad_()
-              for w, i in zip((trainer.model.entity.weight, trainer.model.relation.weight), ids)]
-    dynamo.reset()
-    explained = dynamo.explain(trainer._rows_objective)(batch, leaves[0], None, leaves[1], None)
+    hand-written product broke its objective 14 times). Traced by Dynamo only (scripts/compile_graph_breaks.py;
+    no C++ compiler needed)."""
+    explained = load_script("compile_graph_breaks").explain(demo, model_name, "BCE_adv")
     assert explained.graph_break_count == 0, [r.reason.splitlines()[0] for r in explained.break_reasons]
     assert explained.graph_count == 1
 

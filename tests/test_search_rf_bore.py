@@ -362,6 +362,43 @@ def test_forest_weighted_prediction_and_tree_probabilities():
     assert np.allclose(forest2.predict(X, w), w @ forest2.tree_proba(X))
 
 
+@pytest.mark.parametrize("leaf, max_features", [(1, "sqrt"), (2, "sqrt"), (1, 0.5), (3, None)])
+def test_the_direct_tree_build_is_scikit_learns_random_forest_bit_for_bit(leaf, max_features):
+    """RF+BORE's forest builds its trees with scikit-learn's tree builder directly (its per-tree checks skipped,
+    for speed): the trees must be RandomForestClassifier's, with the same seed, down to the last bit."""
+    from kgtuner.search.forest import SklearnChunk, TreeChunk, fast_trees_available
+
+    assert fast_trees_available()  # with the pinned scikit-learn the direct build is the one used
+    rng = np.random.default_rng(leaf)
+    for n, features in ((9, 3), (80, 12), (300, 20)):
+        X = rng.random((n, features))
+        X[:, 1] = np.round(X[:, 1] * 2)  # an encoded categorical column: ties between rows
+        y = (X[:, 0] + 0.4 * rng.random(n) > 0.8).astype(int)
+        y[:2] = [0, 1]
+        test = np.vstack([rng.random((200, features)), X])
+        for seed in (0, 17):
+            direct = TreeChunk(25, seed, leaf, max_features).fit(X, y)
+            ref = SklearnChunk(25, seed, leaf, max_features).fit(X, y)
+            assert np.array_equal(direct.proba1(test), ref.proba1(test)), (n, seed)
+            assert np.array_equal(direct.tree_proba1(test), ref.tree_proba1(test)), (n, seed)
+            assert np.array_equal(direct.tree_proba1(test, [24, 3]), ref.tree_proba1(test, [24, 3]))
+
+
+def test_the_rolling_forest_predicts_as_scikit_learns_chunks_would():
+    from kgtuner.search.forest import RollingForest, SklearnChunk
+
+    rng = np.random.default_rng(3)
+    X = rng.random((70, 6))
+    y = (X[:, 2] > 0.7).astype(int)
+    forest = RollingForest(n_trees=30, trees_per_fit=12)  # chunks of 12, 12 and 6 trees
+    forest.update(X, y, seed=5)  # the first fit: chunk i with seed 5 + i
+    forest.update(X[:50], y[:50], seed=9)  # then the oldest chunk only
+    refs = [SklearnChunk(12, 9).fit(X[:50], y[:50]), SklearnChunk(12, 6).fit(X, y), SklearnChunk(6, 7).fit(X, y)]
+    want = sum(size * r.proba1(X) for size, r in zip((12, 12, 6), refs)) / 30
+    assert np.array_equal(forest.predict(X), want)
+    assert np.array_equal(forest.tree_proba(X), np.vstack([r.tree_proba1(X) for r in refs]))
+
+
 def test_evolution_offspring_are_valid_and_mix_their_parents():
     from kgtuner.search.candidates import evolve
 

@@ -19,13 +19,18 @@ $(STAMP): pyproject.toml setup.py
 demo: setup
 	$(BIN)/python -m kgtuner.launch
 
-# CI's command. The few tests marked `long` (each a minute or more of fault injection whose guarantee another test
-# here covers too) run with `make test-all`, before a release.
+# CI's command, in two runs. First the tests that start neither Ray nor a kgtuner launch, $(TEST_JOBS) at a time
+# (pytest-xdist); then those marked `serial` -- launches, Ray clusters, fault injections, whose time budgets and
+# timeouts need the machine's cores -- one at a time, as before. The few tests marked `long` (each a minute or more
+# of fault injection whose guarantee another test here covers too) run with `make test-all`, before a release.
+TEST_JOBS ?= 2
 test: setup
-	$(BIN)/python -X faulthandler -m pytest -q -m "not long" --durations=25
+	$(BIN)/python -X faulthandler -m pytest -q -m "not long and not serial" -n $(TEST_JOBS) --durations=15
+	$(BIN)/python -X faulthandler -m pytest -q -m "not long and serial" --durations=25
 
 test-all: setup
-	$(BIN)/python -X faulthandler -m pytest -q
+	$(BIN)/python -X faulthandler -m pytest -q -m "not serial" -n $(TEST_JOBS) --durations=15
+	$(BIN)/python -X faulthandler -m pytest -q -m serial --durations=25
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -6,7 +6,11 @@ columns, a quarter labelled good), a forest of ``--trees`` trees refit as RF+BOR
 ``--candidates`` configurations. Each round times both builds of the same forest and checks that their
 probabilities are equal, bit for bit. Prints each size's medians and their ratio.
 
-    python scripts/bench_forest.py [--rows 50 200 400] [--rounds 3]
+With ``--replay TABLE`` it also replays one search on a recorded table (``kgtuner bench replay``'s cell:
+``--algorithm`` at one worker, ``--budget`` mean full-graph trials, seed 0) twice, with each forest, and checks
+that both made the same search (trials, answer, test MRR).
+
+    python scripts/bench_forest.py [--rows 50 200 400] [--rounds 3] [--replay docs/benchmarks/tables/codex-m]
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ def main() -> None:
     ap.add_argument("--trees", type=int, default=200)
     ap.add_argument("--candidates", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--replay", metavar="TABLE", help="also time one replayed search on this recorded table")
+    ap.add_argument("--algorithm", default="kgtuner")
+    ap.add_argument("--budget", type=float, default=30.0)
     args = ap.parse_args()
 
     from kgtuner.search.forest import SklearnChunk, TreeChunk, fast_trees_available
@@ -56,6 +63,30 @@ def main() -> None:
               f"{fit['direct'] * 1e3:6.1f} ms (direct), {fit['sklearn'] / fit['direct']:5.1f}x; predict "
               f"{args.candidates}: {pred['sklearn'] * 1e3:6.1f} vs {pred['direct'] * 1e3:5.1f} ms, "
               f"{pred['sklearn'] / pred['direct']:4.1f}x; probabilities equal in every round")
+    if args.replay:
+        replay_both(args.replay, args.algorithm, args.budget)
+
+
+def replay_both(table_dir: str, algorithm: str, budget: float) -> None:
+    from kgtuner.bench.benchmark import run_cell
+    from kgtuner.bench.replay import ReplayTable
+    from kgtuner.search import forest
+
+    table = ReplayTable.load(table_dir)
+    rows = {}
+    for name, fast in (("direct", True), ("sklearn", False)):
+        forest._FAST = fast  # which build RollingForest uses (the check at first use is skipped)
+        t0 = time.perf_counter()
+        rows[name] = run_cell(table, algorithm, 1, budget, 0)
+        rows[name]["_s"] = time.perf_counter() - t0
+    keys = ("trials", "trials_stage2", "answer_run", "valid_mrr", "test_mrr", "end_s")
+    same = all(rows["direct"][k] == rows["sklearn"][k] for k in keys)
+    print(f"replay of {algorithm} on {table_dir} (1 worker, budget {budget:g}, seed 0, {rows['direct']['trials']} "
+          f"trials): {rows['sklearn']['_s']:.1f} s with RandomForestClassifier vs {rows['direct']['_s']:.1f} s "
+          f"direct, {rows['sklearn']['_s'] / rows['direct']['_s']:.1f}x; searcher time {rows['sklearn']['searcher_s']:.1f}"
+          f" vs {rows['direct']['searcher_s']:.1f} s; the same search: {same}")
+    if not same:
+        raise SystemExit({k: (rows["direct"][k], rows["sklearn"][k]) for k in keys})
 
 
 if __name__ == "__main__":

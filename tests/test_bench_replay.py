@@ -210,6 +210,7 @@ def _launch(run_dir, *overrides):
                           timeout=600)
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_a_live_kgtuner_search_and_its_replay_make_the_same_suggestions(tmp_path):
     """One worker, a trial budget: the live launcher on the demo, then the replay of the same strategy and seed

@@ -25,6 +25,8 @@ from kgtuner.tune.settings import ExperimentSettings
 from kgtuner.tune.strategies.kgtuner import KGTuner, StagedSearcher, make_staged_searcher
 from kgtuner.tune.strategies.one_stage import OneStage, OneStageSearcher
 
+pytestmark = pytest.mark.serial  # starts Ray or kgtuner launches: one at a time (make test)
+
 REPO = Path(__file__).resolve().parents[1]
 TRIALS = ("budget=trials", "budget.trials=6", "cluster.num_cpus=1", "cluster.include_dashboard=false")
 

@@ -286,6 +286,7 @@ def test_rungs_follow_rays_asha_rule():
 
 
 # ---------------------------------------------------------------------------------- end to end
+@pytest.mark.serial
 @pytest.mark.slow
 def test_asha_stops_trials_in_a_run_on_8_logical_gpus(tmp_path):
     run_dir = tmp_path / "run"

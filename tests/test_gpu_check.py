@@ -24,6 +24,7 @@ def verify():
     return load_script("gpu_check_verify")
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_smoke_run_passes_every_step_on_cpu(tmp_path):
     out = tmp_path / "out"

@@ -310,6 +310,7 @@ def test_save_restore_continues_identically(live, space, tmp_path):
 
 
 # ----------------------------------------------------------------------------- end to end on the demo
+@pytest.mark.serial
 @pytest.mark.slow
 def test_grash_on_the_demo_runs_its_rounds(tmp_path):
     run_dir = tmp_path / "run"

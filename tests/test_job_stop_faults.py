@@ -42,6 +42,8 @@ from kgtuner.tune.strategies.kgtuner import make_staged_searcher
 from kgtuner.tune.strategies.one_stage import OneStageSearcher
 from kgtuner.tune.trial_values import check_trial_values
 
+pytestmark = pytest.mark.serial  # starts Ray or kgtuner launches: one at a time (make test)
+
 REPO = Path(__file__).resolve().parents[1]
 FAST = ("cluster.include_dashboard=false",)
 #: A tiny search: 3 trials, one CPU slot.

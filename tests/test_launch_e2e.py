@@ -16,6 +16,8 @@ import yaml
 
 from answer_helpers import check_search_left_the_answers_model
 
+pytestmark = pytest.mark.serial  # starts Ray or kgtuner launches: one at a time (make test)
+
 REPO = Path(__file__).resolve().parents[1]
 B = 70.0  # seconds of search budget in the 8-GPU run
 KEEP = 2  # answer.keep: trials that keep a model (the best KEEP when they end)

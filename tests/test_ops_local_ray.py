@@ -12,7 +12,7 @@ from http_helpers import http_get
 from kgtuner.cluster import metrics as km
 from kgtuner.cluster import ray_cluster as rc
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 def _scrape(url: str) -> dict[tuple[str, tuple], float]:

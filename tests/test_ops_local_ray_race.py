@@ -13,7 +13,7 @@ import pytest
 
 from kgtuner.cluster import ray_cluster as rc
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 def test_a_held_default_port_does_not_fail_the_local_start(monkeypatch):

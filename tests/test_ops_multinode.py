@@ -37,7 +37,7 @@ from http_helpers import http_get
 
 from kgtuner.cluster.ray_cluster import runtime_env_for_job
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"

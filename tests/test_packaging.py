@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 NOT_SOURCES = (".git", ".venv", ".venv-*", "outputs", "multirun", "results", "build", "dist", "*.egg-info",
                "__pycache__", ".pytest_cache", ".cache")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 def _pip(*args: str, cwd: Path) -> None:

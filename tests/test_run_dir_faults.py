@@ -23,6 +23,8 @@ from kgtuner.tune.run_dir import (LOCK_FILE, OVERRIDES_FILE, STATE_FILE, RunDirL
                                   experiment_files, read_overrides)
 from kgtuner.tune.settings import ExperimentSettings
 
+pytestmark = pytest.mark.serial  # starts Ray or kgtuner launches: one at a time (make test)
+
 REPO = Path(__file__).resolve().parents[1]
 #: A tiny search: 3 trials, one CPU slot (about 20 s on a busy 2-core machine).
 TINY = ("budget=trials", "budget.trials=3", "cluster.num_cpus=1", "cluster.include_dashboard=false")

@@ -85,6 +85,7 @@ def test_stage2_searcher_over_expanded_top_configs():
     assert all(dec.stage2_space().contains(c) for c in seen if c not in cands)
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_drop_in_ray_tune_run(tmp_path):
     """A short real Tuner run: RF+BORE as a drop-in searcher over a plain Ray param_space."""

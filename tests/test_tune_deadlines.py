@@ -11,6 +11,8 @@ from tune_helpers import FakeTimer
 from kgtuner.tune.budget import BudgetClock
 from kgtuner.tune.deadlines import DeadlineWatch
 
+pytestmark = pytest.mark.serial  # starts Ray or kgtuner launches: one at a time (make test)
+
 
 def test_clock_made_stopped_stands_at_its_offset_until_started():
     timer = FakeTimer(100.0)

@@ -151,6 +151,7 @@ def test_final_retraining_uses_seeds_other_than_the_selected_runs(coordinator, m
     assert final["train_seeds"] == seeds and final["seeds"] == 3 and final["test_mrr_mean"] == pytest.approx(0.3)
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_best_config_retrains_the_selected_run_itself(tmp_path):
     """best_config.yaml carries the answer's own training seed: kgtuner.train reproduces that run's metrics."""
@@ -277,6 +278,7 @@ def test_a_stage1_answer_on_the_full_graph_says_it_has_stage1_sizes(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ a failed search
+@pytest.mark.serial
 @pytest.mark.slow
 def test_a_search_whose_stage1_trials_all_fail_keeps_its_evidence(tmp_path):
     """Every stage-1 trial fails: trials.parquet and summary.json (status failed, the reason) are written,

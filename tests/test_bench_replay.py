@@ -232,6 +232,38 @@ def test_a_live_kgtuner_search_and_its_replay_make_the_same_suggestions(tmp_path
     assert res.answer["trial_index"] == int(best["trial_index"])
 
 
+def test_a_cell_another_grid_replayed_on_the_same_table_is_copied_not_replayed_again(tmp_path, monkeypatch):
+    import kgtuner.bench.benchmark as bench
+    from kgtuner.bench.benchmark import BenchmarkSettings, run_benchmark
+
+    table = _table()
+    first = BenchmarkSettings(algorithms=("kgtuner", "random"), workers=(2,), budgets=(3.0,), seeds=2)
+    rows = run_benchmark(table, first, tmp_path / "a" / "journal.jsonl")
+    # a second grid holding two of the first's cells (kgtuner, seeds 0 and 1) and two of its own
+    second = BenchmarkSettings(algorithms=("kgtuner", "kgtuner[top_k=2]"), workers=(2,), budgets=(3.0,), seeds=2)
+    fresh = run_benchmark(table, second, tmp_path / "fresh" / "journal.jsonl")
+    replayed, real = [], bench.run_cell
+    monkeypatch.setattr(bench, "run_cell", lambda *a, **k: replayed.append(a[1:5]) or real(*a, **k))
+    copied = run_benchmark(table, second, tmp_path / "b" / "journal.jsonl",
+                           reuse=[tmp_path / "a" / "journal.jsonl", tmp_path / "b" / "journal.jsonl"])
+    assert sorted(replayed) == [("kgtuner[top_k=2]", 2, 3.0, 0), ("kgtuner[top_k=2]", 2, 3.0, 1)]
+
+    def same_search(r):
+        return {k: v for k, v in r.items() if k not in ("wall_s", "searcher_s")}
+
+    key = lambda r: (r["algorithm"], r["seed"])  # noqa: E731
+    assert [same_search(r) for r in sorted(copied, key=key)] == [same_search(r) for r in sorted(fresh, key=key)]
+    assert [r for r in copied if r["algorithm"] == "kgtuner"] == [r for r in rows if r["algorithm"] == "kgtuner"]
+    # a journal of another budget unit (another table, or the table grown since) gives nothing to copy
+    other = tmp_path / "c" / "journal.jsonl"
+    lines = (tmp_path / "a" / "journal.jsonl").read_text().splitlines()
+    other.parent.mkdir()
+    other.write_text("\n".join([lines[0].replace('"mean_trial_s": ', '"mean_trial_s": 1'), *lines[1:]]) + "\n")
+    replayed.clear()
+    run_benchmark(table, second, tmp_path / "d" / "journal.jsonl", reuse=[other])
+    assert len(replayed) == 4
+
+
 def test_the_benchmark_grid_is_resumable_and_its_report_compares_paired_seeds(tmp_path):
     from kgtuner.bench.benchmark import BenchmarkSettings, results_frame, run_benchmark
     from kgtuner.bench.compare import format_summary, plot_anytime, subgraph_srcc, summarize, table_best_test

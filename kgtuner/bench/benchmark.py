@@ -258,10 +258,28 @@ def _plain(value):
     return str(value)
 
 
+def reusable_rows(table, journals: Iterable[str | Path]) -> dict[tuple, dict]:
+    """Rows of other grids' journals this grid would replay again, by cell: a replay is deterministic, so a cell
+    (algorithm, workers, budget, seed) replayed on the same table with the same budget unit gives the same row
+    (``kgtuner`` at 8 workers is in ``main`` and in ``defaults``). Journals of another graph or table, or of
+    another mean trial, give none."""
+    unit = mean_trial_seconds(table)
+    out: dict[tuple, dict] = {}
+    for path in journals:
+        header, rows = ResultsJournal(path).read()
+        if (not header or header.get("graph") != table.graph or header.get("table") != str(table.source)
+                or not np.isclose(float(header.get("mean_trial_s") or -1), unit, rtol=0, atol=1e-9)):
+            continue
+        for r in rows:  # the label names every setting, on_miss included where it matters
+            out.setdefault((r["algorithm"], int(r["workers"]), float(r["budget_trials"]), int(r["seed"])), r)
+    return out
+
+
 def run_benchmark(table, settings: BenchmarkSettings, journal_path: str | Path, *, progress=None,
-                  jobs: int = 1) -> list[dict]:
+                  jobs: int = 1, reuse: Iterable[str | Path] = ()) -> list[dict]:
     """Replay every cell of ``settings`` on ``table`` not yet in the journal; all rows (old and new).
-    ``jobs`` > 1 replays cells in that many processes (each cell is independent)."""
+    ``jobs`` > 1 replays cells in that many processes (each cell is independent). ``reuse``: other grids'
+    journals; a cell one of them already replayed on this table is copied from it (:func:`reusable_rows`)."""
     journal = ResultsJournal(journal_path)
     header, rows = journal.read()
     want = {"kind": "header", "settings": settings.to_dict(), "graph": table.graph, "table": str(table.source),
@@ -284,6 +302,16 @@ def run_benchmark(table, settings: BenchmarkSettings, journal_path: str | Path, 
         if progress is not None:
             progress(finished, total, row)
 
+    known = reusable_rows(table, [p for p in reuse if Path(p).resolve() != journal.path.resolve()])
+    if known:
+        left = []
+        for c in todo:
+            row = known.get((algorithm_label(c[0], settings.on_miss), c[1], float(c[2]), c[3]))
+            if row is None:
+                left.append(c)
+            else:
+                record(dict(row))
+        todo = left
     if jobs <= 1:
         for a, w, b, s in todo:
             record(run_cell(table, a, w, b, s, settings.on_miss))

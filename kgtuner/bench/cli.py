@@ -98,6 +98,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="a stage-2 candidate the table has no expansion of: its nearest recorded one (default), "
                         "lost (its seconds, no result), or an error")
     p.add_argument("--jobs", type=int, default=1, help="replay processes (default 1)")
+    p.add_argument("--no-reuse", action="store_true",
+                   help="replay every cell, even one a sibling grid's journal (OUT/../*/journal.jsonl) already "
+                        "replayed on the same table (by default such a cell is copied: a replay is deterministic)")
     p = sub.add_parser("compare", help="the figures of replayed searches (results.parquet of one or more folders)")
     p.add_argument("--results", nargs="+", required=True, help="results folders (or journal.jsonl files)")
     p.add_argument("--tables", nargs="*", default=[], help="the recorded tables, for the regret and the SRCC")
@@ -222,7 +225,8 @@ def _replay(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started: list = []
-    rows = run_benchmark(table, settings, out / "journal.jsonl", jobs=args.jobs,
+    siblings = [] if args.no_reuse else sorted(out.resolve().parent.glob("*/journal.jsonl"))
+    rows = run_benchmark(table, settings, out / "journal.jsonl", jobs=args.jobs, reuse=siblings,
                          progress=lambda d, t, r: _progress(d, t, r, started))
     df = results_frame(rows)
     df.to_parquet(out / "results.parquet", index=False)

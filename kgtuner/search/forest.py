@@ -60,8 +60,8 @@ class TreeChunk:
 
         X = np.ascontiguousarray(X, dtype=np.float32)
         classes, encoded = np.unique(np.asarray(y).ravel(), return_inverse=True)
-        if len(classes) != 2 or not np.isfinite(X).all():
-            raise ValueError("TreeChunk needs two classes and finite features")
+        if not np.array_equal(classes, [0, 1]) or not np.isfinite(X).all():
+            raise ValueError("TreeChunk needs the labels 0 and 1, both present, and finite features")
         self.classes_ = classes
         Y = np.ascontiguousarray(encoded.reshape(-1, 1), dtype=np.float64)
         n, n_features = X.shape
@@ -174,8 +174,8 @@ class RollingForest:
 
     def _fit_chunk(self, i: int, X: np.ndarray, y: np.ndarray, seed: int) -> None:
         args = (self.chunk_sizes[i], seed, self.min_samples_leaf, self.max_features)
-        two_classes = len(np.unique(y)) == 2
-        if two_classes and (self.n_jobs in (None, 1)) and fast_trees_available() and np.isfinite(X).all():
+        labels_01 = np.array_equal(np.unique(y), [0, 1])
+        if labels_01 and (self.n_jobs in (None, 1)) and fast_trees_available() and np.isfinite(X).all():
             chunk = TreeChunk(*args).fit(X, y)
         else:  # threads asked for, or data the direct build does not take: scikit-learn's forest
             chunk = SklearnChunk(*args, n_jobs=self.n_jobs).fit(X, y)

@@ -174,10 +174,13 @@ class RollingForest:
 
     def _fit_chunk(self, i: int, X: np.ndarray, y: np.ndarray, seed: int) -> None:
         args = (self.chunk_sizes[i], seed, self.min_samples_leaf, self.max_features)
-        labels_01 = np.array_equal(np.unique(y), [0, 1])
-        if labels_01 and (self.n_jobs in (None, 1)) and fast_trees_available() and np.isfinite(X).all():
-            chunk = TreeChunk(*args).fit(X, y)
-        else:  # threads asked for, or data the direct build does not take: scikit-learn's forest
+        chunk = None
+        if self.n_jobs in (None, 1) and fast_trees_available():
+            try:
+                chunk = TreeChunk(*args).fit(X, y)
+            except ValueError:  # labels other than 0 and 1, or non-finite features: scikit-learn's forest
+                chunk = None
+        if chunk is None:  # also when threads are asked for
             chunk = SklearnChunk(*args, n_jobs=self.n_jobs).fit(X, y)
         self._chunks[i], self._data[i] = chunk, (X, y, seed)
 

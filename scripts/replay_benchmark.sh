@@ -11,7 +11,7 @@
 # Environment (defaults in brackets): DATASET [$DATA/<graph>, DATA ../shared/datasets], JOURNALS
 # [outputs/bench_tables], TABLES [docs/benchmarks/tables], REPLAY [docs/benchmarks/replay], PAGE
 # [docs/benchmarks.md], README (its benchmark block is regenerated with the page) [README.md], JOBS (replay
-# processes) [1], STUDIES ["main miss_bracket defaults"], GRID (replay options instead of --study, one grid named
+# processes) [1], STUDIES ["main defaults miss_bracket"], GRID (replay options instead of --study, one grid named
 # "custom", e.g. "--algorithms random --seeds 2") [unset], KGTUNER [.venv/bin/kgtuner].
 set -euo pipefail
 graph=${1:?usage: scripts/replay_benchmark.sh GRAPH   (codex-m or wn18rr)}
@@ -22,7 +22,7 @@ REPLAY=${REPLAY:-docs/benchmarks/replay}
 PAGE=${PAGE:-docs/benchmarks.md}
 README=${README:-README.md}
 JOBS=${JOBS:-1}
-STUDIES=${STUDIES:-main miss_bracket defaults}
+STUDIES=${STUDIES:-main defaults miss_bracket}
 KGTUNER=${KGTUNER:-.venv/bin/kgtuner}
 PY=$(dirname "$KGTUNER")/python
 journal=$JOURNALS/$graph

@@ -144,13 +144,17 @@ class SearchSpace:
 
     def complete(self, X: np.ndarray, fresh: np.ndarray) -> np.ndarray:
         """Make rows consistent with the conditions: inactive -> NaN, newly active <- ``fresh``."""
-        X = X.copy()
+        X = np.array(X, dtype=np.float64, order="F")  # a copy whose columns are contiguous: the work is per column
         for j in range(len(self.params)):
-            act = self._active_col(X, j)
-            X[~act, j] = np.nan
-            fill = act & np.isnan(X[:, j])
-            X[fill, j] = fresh[fill, j]
-        return X
+            col = X[:, j]  # a view: writes go to X
+            if self._cond_idx[j]:
+                act = self._active_col(X, j)
+                np.copyto(col, np.nan, where=~act)
+                fill = act & np.isnan(col)
+            else:
+                fill = np.isnan(col)
+            np.copyto(col, fresh[:, j], where=fill)
+        return np.ascontiguousarray(X)
 
     def excluded(self, X: np.ndarray) -> np.ndarray:
         """Boolean mask of rows that match an exclusion."""
@@ -163,7 +167,11 @@ class SearchSpace:
         return bad
 
     def _fresh(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return np.column_stack([p.sample(rng, n) for p in self.params]) if n else np.empty((0, len(self)))
+        """``n`` rows of independent draws of every parameter (conditions ignored), drawn column by column."""
+        out = np.empty((n, len(self)), order="F")
+        for j, p in enumerate(self.params):
+            out[:, j] = p.sample(rng, n)
+        return out
 
     def sample_array(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` random configurations (uniform per parameter, exclusions rejected) as internal rows."""

@@ -264,6 +264,33 @@ def test_a_cell_another_grid_replayed_on_the_same_table_is_copied_not_replayed_a
     assert len(replayed) == 4
 
 
+@pytest.mark.parametrize("expand_top", [40, 10])  # every stage-1 configuration expanded (no miss), or the top 10
+def test_a_two_stage_search_without_a_miss_is_copied_to_its_lost_miss_cell_one_with_a_miss_is_replayed(
+        tmp_path, monkeypatch, expand_top):
+    import kgtuner.bench.benchmark as bench
+    from kgtuner.bench.benchmark import BenchmarkSettings, run_benchmark
+
+    table = _table(expand_top=expand_top)
+    grid = dict(workers=(2,), budgets=(3.0,), seeds=3)
+    main = run_benchmark(table, BenchmarkSettings(algorithms=("kgtuner",), **grid), tmp_path / "main" / "journal.jsonl")
+    bracket = BenchmarkSettings(algorithms=("kgtuner[on_miss=lose]",), **grid)
+    fresh = run_benchmark(table, bracket, tmp_path / "fresh" / "journal.jsonl")
+    replayed, real = [], bench.run_cell
+    monkeypatch.setattr(bench, "run_cell", lambda *a, **k: replayed.append(a[4]) or real(*a, **k))
+    copied = run_benchmark(table, bracket, tmp_path / "bracket" / "journal.jsonl",
+                           reuse=[tmp_path / "main" / "journal.jsonl"])
+    missed = sorted(r["seed"] for r in main if r["misses"] > 0)
+    assert missed == ([] if expand_top == 40 else [0, 1, 2])  # both cases are what this test is about
+    assert sorted(replayed) == missed  # a search that missed an expansion is replayed again: it may go elsewhere
+
+    def same_search(r):
+        return {k: v for k, v in r.items() if k not in ("wall_s", "searcher_s")}
+
+    key = lambda r: r["seed"]  # noqa: E731
+    assert [same_search(r) for r in sorted(copied, key=key)] == [same_search(r) for r in sorted(fresh, key=key)]
+    assert {r["algorithm"] for r in copied} == {"kgtuner[on_miss=lose]"}
+
+
 def test_the_benchmark_grid_is_resumable_and_its_report_compares_paired_seeds(tmp_path):
     from kgtuner.bench.benchmark import BenchmarkSettings, results_frame, run_benchmark
     from kgtuner.bench.compare import format_summary, plot_anytime, subgraph_srcc, summarize, table_best_test

@@ -258,11 +258,28 @@ def _plain(value):
     return str(value)
 
 
+def _miss_twin(row: Mapping) -> dict | None:
+    """The row of the same two-stage search replayed with the other ``on_miss`` (``nearest`` <-> ``lose``) when
+    that replay is the same search: it had no miss (``on_miss`` acts only on a stage-2 candidate whose expansion
+    the table lacks, counted in ``misses`` when the trial starts), so every trial, result and answer is the same.
+    None otherwise (a miss, a one-stage search, ``fail``)."""
+    miss = row.get("on_miss")
+    if miss not in ("nearest", "lose") or int(row.get("misses") or 0) != 0 or not str(row["algorithm"]).startswith(
+            "kgtuner"):
+        return None
+    name, overrides, _ = parse_algorithm(row["algorithm"])
+    items = sorted(o[len("search."):] for o in overrides)
+    other = "lose" if miss == "nearest" else "nearest"
+    label = algorithm_label(f"{name}[{','.join(items)}]" if items else name, other)
+    return {**row, "algorithm": label, "on_miss": other}
+
+
 def reusable_rows(table, journals: Iterable[str | Path]) -> dict[tuple, dict]:
     """Rows of other grids' journals this grid would replay again, by cell: a replay is deterministic, so a cell
     (algorithm, workers, budget, seed) replayed on the same table with the same budget unit gives the same row
-    (``kgtuner`` at 8 workers is in ``main`` and in ``defaults``). Journals of another graph or table, or of
-    another mean trial, give none."""
+    (``kgtuner`` at 8 workers is in ``main`` and in ``defaults``), and a two-stage search without a miss gives the
+    row of its cell with the other ``on_miss`` too (``miss_bracket``'s, :func:`_miss_twin`). Journals of another
+    graph or table, or of another mean trial, give none."""
     unit = mean_trial_seconds(table)
     out: dict[tuple, dict] = {}
     for path in journals:
@@ -271,7 +288,10 @@ def reusable_rows(table, journals: Iterable[str | Path]) -> dict[tuple, dict]:
                 or not np.isclose(float(header.get("mean_trial_s") or -1), unit, rtol=0, atol=1e-9)):
             continue
         for r in rows:  # the label names every setting, on_miss included where it matters
-            out.setdefault((r["algorithm"], int(r["workers"]), float(r["budget_trials"]), int(r["seed"])), r)
+            for row in (r, _miss_twin(r)):
+                if row is not None:
+                    out.setdefault((row["algorithm"], int(row["workers"]), float(row["budget_trials"]),
+                                    int(row["seed"])), row)
     return out
 
 

@@ -318,4 +318,4 @@ def test_the_replay_section_comes_from_the_results_journal_and_the_table(page, t
     df = pd.read_parquet(tmp_path / "replay" / "results.parquet")
     assert len(df) == 6 and sorted(df["algorithm"].unique()) == ["kgtuner", "kgtuner[top_k=2]", "random"]
     assert {"graph", "algorithm", "workers", "budget_trials", "seed", "valid_mrr", "test_mrr"} <= set(df.columns)
-    assert "Spearman: batch 256 dim 200" in md
+    assert "Spearman with its 95% bootstrap interval over the configurations: batch 256 dim 200" in md

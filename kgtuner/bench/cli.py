@@ -265,8 +265,9 @@ def _compare(args) -> int:
     text = format_summary(summary)
     for graph, t in tables.items():
         text += f"\n\nSRCC of subgraph and full-graph validation MRR on the {graph} pool (per stage-2 size):\n"
-        text += "\n".join(f"  batch {r['batch_size']} dim {r['dim']}: {r['srcc']:+.3f} over {r['configs']} "
-                           "configurations" for r in subgraph_srcc(t))
+        text += "\n".join(f"  batch {r['batch_size']} dim {r['dim']}: {r['srcc']:+.3f} [95% bootstrap CI "
+                           f"{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] over {r['configs']} configurations (the top "
+                           "of the stage-1 ranking)" for r in subgraph_srcc(t))
     print(text)
     if args.out:
         out = Path(args.out)

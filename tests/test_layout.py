@@ -181,3 +181,16 @@ def test_the_drivers_answer_model_code_does_not_import_torch():
     assert out.stdout.split() == ["False", "True", "Trainer", "True"], out.stdout + out.stderr
     with pytest.raises(AttributeError, match="no_such_name"):
         importlib.import_module("kgtuner.kge").no_such_name
+
+
+def test_naming_a_replayed_algorithm_imports_no_searcher():
+    """`kgtuner bench --help` and the replay grids' names (``kgtuner.bench.benchmark``, its STUDIES checked at
+    import) load neither scikit-learn nor Ray: they answer at once; the replay itself loads them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, kgtuner.bench.benchmark as b; heavy = ('sklearn', 'ray', 'torch'); "
+            "print(b.algorithm_label('kgtuner[on_miss=lose, top_k=5]'), [m for m in heavy if m in sys.modules]); "
+            "import kgtuner.bench.replay; print('sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split("\n")[:2] == ["kgtuner[on_miss=lose,top_k=5] []", "True"], out.stdout + out.stderr

@@ -30,6 +30,9 @@ import numpy as np
 from kgtuner.errors import ConfigError
 
 ALGORITHMS = ("kgtuner", "kgtuner_asha", "rf_bore", "tpe", "random")
+#: What a replay does with a stage-2 candidate the table has no expansion of (``kgtuner.bench.replay.replay``'s
+#: ``on_miss``): here, so that naming an algorithm needs no searcher imported (``kgtuner bench --help`` is quick).
+ON_MISS = ("nearest", "lose", "fail")
 #: The searches whose trials a table of 20%-subgraph and full-graph runs cannot replay, and why.
 LEFT_OUT = {"grash": "its rounds train on subgraphs of other sizes for shares of the epochs; the table holds "
                      "20%-subgraph and full-graph runs only"}
@@ -60,8 +63,6 @@ def parse_algorithm(spec: str) -> tuple[str, list[str], str | None]:
             raise ConfigError(f"algorithm {spec!r}: {item!r} is not key=value")
         key, value = key.strip(), value.strip()
         if key == "on_miss":
-            from kgtuner.bench.replay import ON_MISS
-
             if value not in ON_MISS:
                 raise ConfigError(f"algorithm {spec!r}: on_miss={value!r}; choose among {', '.join(ON_MISS)}")
             on_miss = value

@@ -47,6 +47,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from kgtuner.bench.benchmark import ON_MISS
 from kgtuner.errors import ConfigError
 from kgtuner.search.rf_bore import FIDELITY_KEYS
 from kgtuner.tune import events
@@ -305,8 +306,6 @@ class ReplayResult:
 
 
 # ----------------------------------------------------------------------------------------- the replay
-#: What a replay does with a stage-2 candidate the table has no expansion of (:func:`replay`'s ``on_miss``).
-ON_MISS = ("nearest", "lose", "fail")
 
 
 def _pool_of(strategy, stage: int) -> str:

@@ -100,8 +100,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1, help="replay processes (default 1)")
     p.add_argument("--no-reuse", action="store_true",
                    help="replay every cell, even one a sibling grid's journal (OUT/../*/journal.jsonl) already "
-                        "replayed on the same table, or a two-stage search it replayed without a miss under the other --on-miss "
-                        "(by default such a cell is copied: a replay is deterministic)")
+                        "replayed on the same table, or a two-stage search it replayed without a miss under the "
+                        "other --on-miss (by default such a cell is copied: a replay is deterministic)")
     p = sub.add_parser("compare", help="the figures of replayed searches (results.parquet of one or more folders)")
     p.add_argument("--results", nargs="+", required=True, help="results folders (or journal.jsonl files)")
     p.add_argument("--tables", nargs="*", default=[], help="the recorded tables, for the regret and the SRCC")

@@ -2,8 +2,8 @@
 
 :func:`train_config` is the one training path of the recorded tables (and of ``scripts/kge_trial_table.py``
 / ``scripts/kge_stage2_table.py``): ``kgtuner.kge.Trainer`` with the run's controls, stopped by its
-patience, its epoch budget or a wall-clock cap (the engine's ``should_stop`` hook, checked before every
-step). It measures each segment: setup (model and sampler), training steps (the engine's own clock),
+patience, its epoch budget or a time cap (CPU seconds by default; the engine's ``should_stop`` hook, checked
+before every step). It measures each segment: setup (model and sampler), training steps (the engine's own clock),
 validations and the test evaluation (timed around ``Trainer.evaluate``), and keeps the learning curve:
 one point per validation with the cumulative training and validation seconds at that point. A run
 stopped by its cap validates its final state once (unless it just did) and computes its test metrics at

@@ -760,10 +760,12 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path,
                  frames: dict[tuple[str, str], pd.DataFrame] | None = None) -> list[str]:
     """The README's benchmark summary: the replay's verdicts where replayed, else the state of the recording and
     what the live suite can and cannot say, every figure from the committed files."""
-    from kgtuner.bench.compare import REFERENCE, is_bracket, summarize
+    from kgtuner.bench.benchmark import algorithm_label
+    from kgtuner.bench.compare import ALPHA, REFERENCE, cell_verdicts, is_bracket, summarize
 
     bench_labels = {"kgtuner": "KGTuner", "rf_bore": "RF+BORE", "random": "random search", "tpe": "TPE",
-                    "kgtuner+asha": "KGTuner+ASHA", "grash": "GraSH"}
+                    "kgtuner+asha": "KGTuner+ASHA", "kgtuner_asha": "KGTuner+ASHA", "grash": "GraSH"}
+    lost = algorithm_label(REFERENCE, "lose")
     md = ["**Does KGTuner find better configurations than the alternatives within the same budget?** See "
           "[docs/benchmarks.md](docs/benchmarks.md)."]
     frames = replay_frames(replay_root) if frames is None else frames
@@ -771,20 +773,43 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path,
     main = {g: df for (g, name), df in frames.items() if name == "main" and g in answered}
     if main:
         md += ["", "Replayed on recorded tables of real training runs (test MRR of the answer; KGTuner minus each other "
-               "search over paired seeds, 95% interval and Wilcoxon p):", "",
-               "| graph | workers | budget (mean full-graph trials) | seeds | KGTuner | KGTuner minus ... |", "|---|---|---|---|---|---|"]
+               "search over paired seeds, 95% interval and Wilcoxon p; *misses lost*: KGTuner with the stage-2 "
+               "candidates the table has no expansion of lost instead of replaced by the nearest one, where that "
+               "bracket was replayed):", "",
+               "| graph | workers | budget (mean full-graph trials) | seeds | KGTuner | KGTuner, misses lost | "
+               "KGTuner minus ... |", "|---|---|---|---|---|---|---|"]
+        verdicts = []
         for graph, df in sorted(main.items()):
-            s = summarize(df)
+            both = pd.concat([df, frames[graph, "miss_bracket"]], ignore_index=True) \
+                if (graph, "miss_bracket") in frames else df
+            s = summarize(both)
+            verdicts.append(cell_verdicts(both))
             for (workers, budget), g in s.groupby(["workers", "budget_trials"]):
                 ref = g[g["algorithm"] == REFERENCE]
                 if ref.empty:
                     continue
                 r = ref.iloc[0]
-                others = "; ".join(f"{bench_labels.get(o.algorithm, o.algorithm)} {-o.diff:+.4f} [{-o.diff_hi:+.4f}, "
-                                   f"{-o.diff_lo:+.4f}], p = {o.p:.3g}"  # summarize's diff is the other minus KGTuner
+                lo = g[g["algorithm"] == lost]
+                lost_mrr = f"{lo.iloc[0]['test_mrr']:.4f}" if len(lo) else "-"
+                others = "; ".join(f"{bench_labels.get(o.algorithm, o.algorithm)} {0.0 - o.diff:+.4f} [{0.0 - o.diff_hi:+.4f}, "
+                                   f"{0.0 - o.diff_lo:+.4f}], p = {o.p:.3g}"  # summarize's diff: the other minus KGTuner
                                    for o in g[g["algorithm"] != REFERENCE].itertuples()
                                    if np.isfinite(o.diff) and not is_bracket(o.algorithm))
-                md.append(f"| {graph} | {workers} | {budget:g} | {int(r['seeds'])} | {r['test_mrr']:.4f} | {others} |")
+                md.append(f"| {graph} | {workers} | {budget:g} | {int(r['seeds'])} | {r['test_mrr']:.4f} | {lost_mrr} "
+                          f"| {others} |")
+        v = pd.concat(verdicts, ignore_index=True)
+        md += ["", f"What this supports (a cell: one graph, worker count and budget; KGTuner *better* or *worse* when "
+               f"the paired difference has p < {ALPHA:g} under every stage-2 mapping replayed for the cell, "
+               "else *undecided*):"]
+        for graph, g in v.groupby("graph", sort=True):
+            parts = []
+            for algorithm, a in g.groupby("algorithm", sort=True):
+                n = a["verdict"].value_counts()
+                parts.append(f"against {bench_labels.get(algorithm, algorithm)} better in {n.get('better', 0)}, worse "
+                             f"in {n.get('worse', 0)}, undecided in {n.get('undecided', 0)} of {len(a)} cells")
+            md.append(f"- {graph}: " + "; ".join(parts) + ".")
+        md += [f"- These are {len(v)} paired tests at p < {ALPHA:g}: about {ALPHA * len(v):.0f} could pass by chance "
+               "alone, so read one cell with care; a pattern across cells and both graphs is the stronger evidence."]
     progress = in_progress(tables_root, frames)
     if progress:
         md += ["", ("Not yet answered on " if not main else "Still in progress on ")

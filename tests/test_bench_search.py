@@ -319,3 +319,41 @@ def test_the_replay_section_comes_from_the_results_journal_and_the_table(page, t
     assert len(df) == 6 and sorted(df["algorithm"].unique()) == ["kgtuner", "kgtuner[top_k=2]", "random"]
     assert {"graph", "algorithm", "workers", "budget_trials", "seed", "valid_mrr", "test_mrr"} <= set(df.columns)
     assert "Spearman with its 95% bootstrap interval over the configurations: batch 256 dim 200" in md
+
+
+def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappings(page, tmp_path):
+    """Once a graph's `main` grid is replayed in full, the README's summary gives each cell's figures and counts,
+    per search, the cells where KGTuner is better / worse / undecided; where the `miss_bracket` grid replayed
+    KGTuner with its misses lost, a verdict needs both mappings to agree."""
+    from kgtuner.bench.benchmark import STUDIES
+
+    rng = np.random.default_rng(0)
+    base = {"kgtuner": 0.30, "kgtuner_asha": 0.20, "random": 0.20, "rf_bore": 0.40, "tpe": 0.30}
+
+    def row(algorithm, workers, budget, seed, mrr):
+        return {"graph": "codex-m", "algorithm": algorithm, "on_miss": "lose" if "lose" in algorithm else "nearest",
+                "workers": workers, "budget_trials": budget, "budget_s": 100.0 * budget, "seed": seed,
+                "valid_mrr": mrr, "test_mrr": mrr, "trials": 10, "misses": 0, "repeats": 0, "mean_distance": 0.0,
+                "searcher_s": 0.1, "anytime_json": json.dumps([[1.0, mrr, mrr]])}
+
+    noise = {s: rng.normal(0, 0.01) for s in range(30)}  # KGTuner's and TPE's answers are the same, seed by seed
+    main = [row(a, w, b, s, base[a] + (noise[s] if a in ("kgtuner", "tpe") else rng.normal(0, 0.01)))
+            for a, w, b, s in STUDIES["main"].cells()]
+    bracket = [row(f"{a}[on_miss=lose]", w, b, s, mrr + rng.normal(0, 0.01)) for a, mrr in (("kgtuner", 0.10),
+               ("kgtuner_asha", 0.05)) for w in (1, 8) for b in (10.0, 30.0) for s in range(30)]
+    frames = {("codex-m", "main"): pd.DataFrame(main), ("codex-m", "miss_bracket"): pd.DataFrame(bracket)}
+    md = "\n".join(page.readme_block(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=frames))
+    assert "Not yet answered" not in md
+    cells = {tuple(line.split(" | ")[1:3]): line.split(" | ") for line in md.splitlines()
+             if line.startswith("| codex-m |")}
+    assert len(cells) == 6
+    assert abs(float(cells["8", "30"][4]) - 0.30) < 0.01 and abs(float(cells["8", "30"][5]) - 0.10) < 0.01
+    assert cells["1", "100"][5] == "-"  # no bracket replayed at budget 100
+    assert "TPE +0.0000 [+0.0000, +0.0000], p = 1" in cells["8", "100"][6]  # no "-0.0000" for equal answers
+    # random: better at budget 100 (one mapping), undecided at 10 and 30 (lost misses put KGTuner below it);
+    # KGTuner+ASHA: better under both, its lost-miss replay paired with KGTuner's; RF+BORE: worse under both
+    # mappings everywhere; TPE: the same answers, so never decided
+    assert ("codex-m: against KGTuner+ASHA better in 6, worse in 0, undecided in 0 of 6 cells; against random search "
+            "better in 2, worse in 0, undecided in 4 of 6 cells; against RF+BORE better in 0, worse in 6, undecided "
+            "in 0 of 6 cells; against TPE better in 0, worse in 0, undecided in 6 of 6 cells.") in md
+    assert "These are 24 paired tests at p < 0.05: about 1 could pass by chance" in md

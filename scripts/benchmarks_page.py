@@ -586,6 +586,35 @@ def _replay_journals(replay_root: Path) -> dict[str, dict[str, Path]]:
 
 #: How the page groups a graph's studies: the comparison (the issue's grid with its miss bracket), then part 4's.
 REPLAY_GROUPS = (("Strategies", ("main", "miss_bracket")), ("KGTuner's defaults at 8 workers", ("defaults",)))
+#: How the README and the page name the replayed searches.
+SEARCH_LABELS = {"kgtuner": "KGTuner", "rf_bore": "RF+BORE", "random": "random search", "tpe": "TPE",
+                 "kgtuner+asha": "KGTuner+ASHA", "kgtuner_asha": "KGTuner+ASHA", "grash": "GraSH"}
+
+
+def strategies_frame(frames: dict[tuple[str, str], pd.DataFrame], graph: str) -> pd.DataFrame:
+    """A graph's ``main`` searches with its ``miss_bracket`` ones (KGTuner with its misses lost), where replayed."""
+    parts = [frames[graph, n] for n in ("main", "miss_bracket") if (graph, n) in frames]
+    return pd.concat(parts, ignore_index=True)
+
+
+def verdict_lines(verdicts: pd.DataFrame) -> list[str]:
+    """``kgtuner.bench.compare.cell_verdicts`` as one line per graph: per search, the cells where KGTuner is
+    better, worse or undecided; then how many tests that is."""
+    from kgtuner.bench.compare import ALPHA
+
+    md = [f"What this supports (a cell: one graph, worker count and budget; KGTuner *better* or *worse* when the "
+          f"paired difference has p < {ALPHA:g} under every stage-2 mapping replayed for the cell, else "
+          "*undecided*):"]
+    for graph, g in verdicts.groupby("graph", sort=True):
+        parts = []
+        for algorithm, a in g.groupby("algorithm", sort=True):
+            n = a["verdict"].value_counts()
+            parts.append(f"against {SEARCH_LABELS.get(algorithm, algorithm)} better in {n.get('better', 0)}, worse "
+                         f"in {n.get('worse', 0)}, undecided in {n.get('undecided', 0)} of {len(a)} cells")
+        md.append(f"- {graph}: " + "; ".join(parts) + ".")
+    return md + [f"- These are {len(verdicts)} paired tests at p < {ALPHA:g}: about {ALPHA * len(verdicts):.0f} "
+                 "could pass by chance alone, so read one cell with care; a pattern across cells and both graphs is "
+                 "the stronger evidence."]
 
 
 def replay_frames(replay_root: Path) -> dict[tuple[str, str], pd.DataFrame]:
@@ -622,7 +651,8 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
     subgraph / full-graph SRCC; every search of every graph and study also goes to ``replay_root/results.parquet``
     (one row each, the anytime curve left out). Empty when no replay was run."""
     from kgtuner.bench.benchmark import results_frame
-    from kgtuner.bench.compare import format_summary, plot_anytime, subgraph_srcc, summarize, table_best_test
+    from kgtuner.bench.compare import (cell_verdicts, format_summary, plot_anytime, subgraph_srcc, summarize,
+                                       table_best_test)
     from kgtuner.bench.replay import ReplayTable
 
     journals = _replay_journals(replay_root)
@@ -664,6 +694,8 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
             png = docs / f"replay_{graph}_{names[0]}_curves.png"
             plot_anytime(df, png)
             md += [f"![anytime curves on {graph}: {title}]({rel}/{png.name})", ""]
+            if names[0] == "main" and graph in replayed_graphs(frames):
+                md += verdict_lines(cell_verdicts(strategies_frame(frames, graph))) + [""]
         if table is not None:
             srcc = subgraph_srcc(table)
             if srcc:
@@ -761,10 +793,8 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path,
     """The README's benchmark summary: the replay's verdicts where replayed, else the state of the recording and
     what the live suite can and cannot say, every figure from the committed files."""
     from kgtuner.bench.benchmark import algorithm_label
-    from kgtuner.bench.compare import ALPHA, REFERENCE, cell_verdicts, is_bracket, summarize
+    from kgtuner.bench.compare import REFERENCE, cell_verdicts, is_bracket, summarize
 
-    bench_labels = {"kgtuner": "KGTuner", "rf_bore": "RF+BORE", "random": "random search", "tpe": "TPE",
-                    "kgtuner+asha": "KGTuner+ASHA", "kgtuner_asha": "KGTuner+ASHA", "grash": "GraSH"}
     lost = algorithm_label(REFERENCE, "lose")
     md = ["**Does KGTuner find better configurations than the alternatives within the same budget?** See "
           "[docs/benchmarks.md](docs/benchmarks.md)."]
@@ -780,8 +810,7 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path,
                "KGTuner minus ... |", "|---|---|---|---|---|---|---|"]
         verdicts = []
         for graph, df in sorted(main.items()):
-            both = pd.concat([df, frames[graph, "miss_bracket"]], ignore_index=True) \
-                if (graph, "miss_bracket") in frames else df
+            both = strategies_frame(frames, graph)
             s = summarize(both)
             verdicts.append(cell_verdicts(both))
             for (workers, budget), g in s.groupby(["workers", "budget_trials"]):
@@ -791,25 +820,13 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path,
                 r = ref.iloc[0]
                 lo = g[g["algorithm"] == lost]
                 lost_mrr = f"{lo.iloc[0]['test_mrr']:.4f}" if len(lo) else "-"
-                others = "; ".join(f"{bench_labels.get(o.algorithm, o.algorithm)} {0.0 - o.diff:+.4f} [{0.0 - o.diff_hi:+.4f}, "
-                                   f"{0.0 - o.diff_lo:+.4f}], p = {o.p:.3g}"  # summarize's diff: the other minus KGTuner
+                others = "; ".join(f"{SEARCH_LABELS.get(o.algorithm, o.algorithm)} {0.0 - o.diff:+.4f} "
+                                   f"[{0.0 - o.diff_hi:+.4f}, {0.0 - o.diff_lo:+.4f}], p = {o.p:.3g}"  # other - KGTuner
                                    for o in g[g["algorithm"] != REFERENCE].itertuples()
                                    if np.isfinite(o.diff) and not is_bracket(o.algorithm))
                 md.append(f"| {graph} | {workers} | {budget:g} | {int(r['seeds'])} | {r['test_mrr']:.4f} | {lost_mrr} "
                           f"| {others} |")
-        v = pd.concat(verdicts, ignore_index=True)
-        md += ["", f"What this supports (a cell: one graph, worker count and budget; KGTuner *better* or *worse* when "
-               f"the paired difference has p < {ALPHA:g} under every stage-2 mapping replayed for the cell, "
-               "else *undecided*):"]
-        for graph, g in v.groupby("graph", sort=True):
-            parts = []
-            for algorithm, a in g.groupby("algorithm", sort=True):
-                n = a["verdict"].value_counts()
-                parts.append(f"against {bench_labels.get(algorithm, algorithm)} better in {n.get('better', 0)}, worse "
-                             f"in {n.get('worse', 0)}, undecided in {n.get('undecided', 0)} of {len(a)} cells")
-            md.append(f"- {graph}: " + "; ".join(parts) + ".")
-        md += [f"- These are {len(v)} paired tests at p < {ALPHA:g}: about {ALPHA * len(v):.0f} could pass by chance "
-               "alone, so read one cell with care; a pattern across cells and both graphs is the stronger evidence."]
+        md += [""] + verdict_lines(pd.concat(verdicts, ignore_index=True))
     progress = in_progress(tables_root, frames)
     if progress:
         md += ["", ("Not yet answered on " if not main else "Still in progress on ")
@@ -828,7 +845,7 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path,
         md += ["", f"The live end-to-end suite on {graphs} ({', '.join(sorted(live['model'].unique()))}, {seeds} seeds, "
                "2 trials in flight, CPU scale; `docs/benchmarks/large_results.parquet`) checks that every search runs; "
                "it cannot rank them: "
-               + "; ".join(f"KGTuner minus {bench_labels.get(a, a)}, test MRR {_diff(r['test_mrr'])} over "
+               + "; ".join(f"KGTuner minus {SEARCH_LABELS.get(a, a)}, test MRR {_diff(r['test_mrr'])} over "
                            f"{r['test_mrr']['blocks']} blocks, p = {r['test_mrr']['p']:.3g}"
                            for a, r in sorted(rows.items())) + "."]
     return md

@@ -357,3 +357,15 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
             "better in 2, worse in 0, undecided in 4 of 6 cells; against RF+BORE better in 0, worse in 6, undecided "
             "in 0 of 6 cells; against TPE better in 0, worse in 0, undecided in 6 of 6 cells.") in md
     assert "These are 24 paired tests at p < 0.05: about 1 could pass by chance" in md
+    # the page says the same under the graph's table, from the journals `kgtuner bench replay` writes
+    from kgtuner.bench.benchmark import ResultsJournal
+
+    for study, rows in (("main", main), ("miss_bracket", bracket)):
+        journal = ResultsJournal(tmp_path / "replay" / "codex-m" / study / "journal.jsonl")
+        journal.append({"kind": "header", "graph": "codex-m"})
+        for r in rows:
+            journal.append({"kind": "result", "row": r})
+    docs = tmp_path / "benchmarks"
+    docs.mkdir()
+    text = "\n".join(page.section_replay(tmp_path / "replay", tmp_path / "tables", docs, "benchmarks"))
+    assert "- codex-m: against KGTuner+ASHA better in 6, worse in 0, undecided in 0 of 6 cells;" in text

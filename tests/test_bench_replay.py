@@ -315,7 +315,8 @@ def test_the_benchmark_grid_is_resumable_and_its_report_compares_paired_seeds(tm
     assert ref["diff"].isna().all() and summary[summary.algorithm != "kgtuner"]["p"].between(0, 1).all()
     assert (summary["regret"] >= -1e-12).all()
     text = format_summary(summary)
-    assert "kgtuner_asha" in text and "3 paired seeds" in text and " dist" in text
+    assert "kgtuner_asha" in text and "3 paired seeds" in text and " dist" in text and " srch%" in text
+    assert ((summary["searcher_share"] > 0) & (summary["searcher_share"] < 1)).all()  # measured, not charged
     # the mapping's distance per searcher is reported (the live-vs-replay test checks 0 for an exact table)
     assert (summary["distance"] >= 0).all() and np.isfinite(summary["distance"]).all()
     # the miss bracket is reported beside KGTuner and paired with it, but not ranked among the competitors

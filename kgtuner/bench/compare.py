@@ -8,7 +8,9 @@ From ``results.parquet`` (:func:`kgtuner.bench.benchmark.results_frame`), per (g
 - the mean rank (1 = best test MRR of the seed; ties share the mean rank);
 - the time to reach random search's final test MRR (same seed), median over seeds, as a share of the budget
   (``never`` counted as infinity: the median is then ``never`` when half or more never reach it);
-- the regret: the table's best full-graph test MRR minus the answer's.
+- the regret: the table's best full-graph test MRR minus the answer's;
+- the searcher's own computing time, which the replay does not charge to the simulated clock, as a share of
+  the budget (``searcher_share``).
 
 And the paper's Figure 6 claim on the pool: the Spearman rank correlation between a configuration's subgraph
 validation MRR and its full-graph validation MRR (each expanded size separately).
@@ -89,7 +91,8 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
                                    "trials": float(g["trials"].mean()), "misses": float(g["misses"].mean()),
                                    "repeats": float(g["repeats"].mean()) if "repeats" in g else 0.0,
                                    "distance": float(g["mean_distance"].mean()) if "mean_distance" in g else math.nan,
-                                   "searcher_s": float(g["searcher_s"].mean())}
+                                   "searcher_s": float(g["searcher_s"].mean()),
+                                   "searcher_share": float((g["searcher_s"] / g["budget_s"]).mean())}
             if reference in wide_test.columns and algorithm != reference:
                 d = (wide_test[algorithm] - wide_test[reference]).to_numpy(dtype=float)
                 mean, lo, hi = mean_ci(d)
@@ -120,7 +123,7 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
                      f"({int(cell['seeds'].max())} paired seeds)")
         lines.append(f"  {'algorithm':<{width}} {'valid MRR':>9} {'test MRR [95% CI]':>26} {'vs ' + reference + ' [95% CI]':>30}"
                      f" {'p':>7} {'rank':>5} {'reach rnd':>9} {'regret':>7} {'trials':>6} {'miss':>5} {'rep':>5}"
-                     f" {'dist':>5}")
+                     f" {'dist':>5} {'srch%':>6}")
         for r in cell.sort_values("mean_rank", na_position="last").itertuples(index=False):
             diff = "" if not np.isfinite(r.diff) else f"{r.diff:+.4f} [{r.diff_lo:+.4f}, {r.diff_hi:+.4f}]"
             p = "" if not np.isfinite(r.p) else f"{r.p:.3g}"
@@ -130,14 +133,16 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
             rank = f"{r.mean_rank:5.2f}" if np.isfinite(r.mean_rank) else f"{'-':>5}"
             lines.append(f"  {r.algorithm:<{width}} {r.valid_mrr:9.4f} {r.test_mrr:8.4f} [{r.test_lo:.4f}, {r.test_hi:.4f}]"
                          f" {diff:>30} {p:>7} {rank} {reach:>9} {regret:>7} {r.trials:6.1f} {r.misses:5.2f}"
-                         f" {r.repeats:5.1f} {r.distance:5.2f}")
+                         f" {r.repeats:5.1f} {r.distance:5.2f} {100 * r.searcher_share:6.2f}")
     lines.append("\n  test MRR: of each search's answer; vs kgtuner: paired difference over the seeds, Wilcoxon p "
                  "(two-sided); rank: mean rank by test MRR (1 = best); reach rnd: median share of the budget until the "
                  "answer's test MRR reached random search's final one (same seed); regret: the table's best full-graph "
                  "test MRR minus the answer's; miss: stage-2 candidates without a recorded expansion; rep: suggestions "
                  "mapped to a run the search already had (its pool exhausted); dist: mean distance from a suggestion to the "
                  "recorded configuration it was mapped to (standardised features of its pool; 0 = recorded exactly), "
-                 "the check that the mapping moves no searcher further than another.")
+                 "the check that the mapping moves no searcher further than another; srch%: the searcher's own "
+                 "computing time (suggestions and results, wall seconds of the replay process), not charged to the "
+                 "simulated clock, as a share of the budget's simulated seconds.")
     return "\n".join(lines)
 
 

@@ -27,12 +27,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from kgtuner.bench.pool import ON_MISS
 from kgtuner.errors import ConfigError
 
 ALGORITHMS = ("kgtuner", "kgtuner_asha", "rf_bore", "tpe", "random")
-#: What a replay does with a stage-2 candidate the table has no expansion of (``kgtuner.bench.replay.replay``'s
-#: ``on_miss``): here, so that naming an algorithm needs no searcher imported (``kgtuner bench --help`` is quick).
-ON_MISS = ("nearest", "lose", "fail")
 #: The searches whose trials a table of 20%-subgraph and full-graph runs cannot replay, and why.
 LEFT_OUT = {"grash": "its rounds train on subgraphs of other sizes for shares of the epochs; the table holds "
                      "20%-subgraph and full-graph runs only"}

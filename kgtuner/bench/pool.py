@@ -39,6 +39,9 @@ from kgtuner.errors import ConfigError
 
 #: The pools, in recording order (``expand`` needs the finished stage-1 pool).
 POOLS = ("stage1", "expand", "full")
+#: What a replay does with a stage-2 candidate whose expansion the ``expand`` pool lacks (``kgtuner bench replay
+#: --on-miss``; :func:`kgtuner.bench.replay.replay`): run the nearest recorded expansion, lose it, or fail.
+ON_MISS = ("nearest", "lose", "fail")
 #: Which graph each pool trains on.
 POOL_GRAPH = {"stage1": "sub", "expand": "full", "full": "full"}
 #: The full-space pool is drawn with ``seed + FULL_SEED_OFFSET`` (the stage-1 pool with ``seed``).

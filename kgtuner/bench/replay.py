@@ -47,7 +47,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from kgtuner.bench.benchmark import ON_MISS
+from kgtuner.bench.pool import ON_MISS
 from kgtuner.errors import ConfigError
 from kgtuner.search.rf_bore import FIDELITY_KEYS
 from kgtuner.tune import events

@@ -291,6 +291,30 @@ def test_a_two_stage_search_without_a_miss_is_copied_to_its_lost_miss_cell_one_w
     assert {r["algorithm"] for r in copied} == {"kgtuner[on_miss=lose]"}
 
 
+def test_a_search_without_a_full_graph_answer_has_empty_mrrs_and_scores_zero_in_every_figure():
+    """KGTuner with its misses lost, on a table that expanded only the best stage-1 configuration: no stage-2 trial
+    has a result, so its answer would be a stage-1 subgraph figure. The row keeps no MRR, and every comparison
+    scores the search 0 (kgtuner.bench.compare.NO_ANSWER_MRR), never leaves it out of a pair."""
+    from kgtuner.bench.benchmark import results_frame, run_cell
+    from kgtuner.bench.compare import NO_ANSWER_MRR, cell_verdicts, format_summary, summarize
+
+    table = _table(expand_top=1)
+    rows = [run_cell(table, a, 2, 3.0, seed) for seed in range(3) for a in ("kgtuner[on_miss=lose]", "kgtuner")]
+    lost = [r for r in rows if r["algorithm"] == "kgtuner[on_miss=lose]"]
+    assert all(r["misses"] > 0 and r["answer_stage"] == 1 for r in lost)  # what this test is about
+    assert all(r["valid_mrr"] is None and r["test_mrr"] is None for r in lost)
+    assert all(r["test_mrr"] is not None for r in rows if r["algorithm"] == "kgtuner")
+    df = results_frame(rows)
+    summary = summarize(df).set_index("algorithm")
+    assert summary.loc["kgtuner[on_miss=lose]", "no_answer"] == 3 and summary.loc["kgtuner", "no_answer"] == 0
+    assert summary.loc["kgtuner[on_miss=lose]", "test_mrr"] == NO_ANSWER_MRR == 0.0
+    assert summary.loc["kgtuner[on_miss=lose]", "diff"] == pytest.approx(-summary.loc["kgtuner", "test_mrr"])
+    assert " none" in format_summary(summarize(df))
+    # a grid of bracket replays alone (miss_bracket's own summary) is summarised too
+    assert len(summarize(df[df.algorithm == "kgtuner[on_miss=lose]"])) == 1
+    assert cell_verdicts(df).empty  # nothing but KGTuner's own two mappings: no rival to judge
+
+
 def test_the_benchmark_grid_is_resumable_and_its_report_compares_paired_seeds(tmp_path):
     from kgtuner.bench.benchmark import BenchmarkSettings, results_frame, run_benchmark
     from kgtuner.bench.compare import format_summary, plot_anytime, subgraph_srcc, summarize, table_best_test

@@ -201,6 +201,10 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
     res = replay(strategy, table, workers=int(workers), on_miss=on_miss)
     wall = time.perf_counter() - t0
     ans = res.answer or {}
+    if ans and int(ans.get("stage") or 0) != int(strategy.answer_stage()):
+        # no trial of the answer's stage (stage 2's full graph) has a result: the fallback to stage 1's best is a
+        # subgraph figure, not an answer's MRR (compare scores such a search NO_ANSWER_MRR)
+        ans = {**ans, "valid_mrr": None, "test_mrr": None}
     rows = res.rows
     return {"graph": table.graph, "algorithm": label, "on_miss": on_miss, "workers": int(workers),
             "budget_trials": float(budget_trials),

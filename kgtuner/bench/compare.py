@@ -59,6 +59,23 @@ def _reach_time(anytime: list, target: float) -> float:
     return math.inf
 
 
+#: The MRR a search scores when it ended without a full-graph answer (every trial of its answer's stage failed,
+#: was lost to a missing expansion, or was cut before its first validation): it gave the user no measured
+#: configuration. Every comparison (means, paired differences, ranks, verdicts) uses it, for every search alike;
+#: the results keep such an answer's MRRs empty, and the summaries count these searches (``no_answer``).
+NO_ANSWER_MRR = 0.0
+
+
+def score_answers(df):
+    """``df`` with a search's missing answer MRRs (``valid_mrr``, ``test_mrr``) scored :data:`NO_ANSWER_MRR`, and
+    ``no_answer``: whether it had none."""
+    out = df.copy()
+    out["no_answer"] = out["test_mrr"].isna()
+    cols = [c for c in ("valid_mrr", "test_mrr") if c in out.columns]
+    out[cols] = out[cols].astype(float).fillna(NO_ANSWER_MRR)
+    return out
+
+
 def is_bracket(algorithm: str) -> bool:
     """A replay of a search under another miss mapping (``kgtuner[on_miss=lose]``): reported, not ranked."""
     return "on_miss=" in str(algorithm)
@@ -70,6 +87,8 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
     from scipy.stats import rankdata
 
     out = []
+    raw_random = df[df.algorithm == "random"].set_index(["graph", "workers", "budget_trials", "seed"])["test_mrr"]
+    df = score_answers(df)
     for (graph, workers, budget), cell in df.groupby(["graph", "workers", "budget_trials"], sort=True):
         wide_test = cell.pivot_table(index="seed", columns="algorithm", values="test_mrr", aggfunc="first")
         ranked = [a for a in wide_test.columns if not is_bracket(a)]  # a mapping bracket is not a competitor
@@ -78,13 +97,16 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
             vals = row.to_numpy(dtype=float)
             filled = np.where(np.isfinite(vals), vals, -np.inf)
             ranks.loc[seed, ranked] = rankdata(-filled, method="average")
-        random_final = cell[cell.algorithm == "random"].set_index("seed")["test_mrr"]
+        key = (graph, workers, budget)  # random search's own final MRR (a seed without an answer has no target)
+        random_final = (raw_random.xs(key, level=["graph", "workers", "budget_trials"])
+                        if len(raw_random) and key in raw_random.index.droplevel("seed") else raw_random.iloc[:0])
         for algorithm, g in cell.groupby("algorithm", sort=False):
             g = g.set_index("seed")
             valid, valid_lo, valid_hi = mean_ci(g["valid_mrr"].to_numpy(dtype=float))
             test, test_lo, test_hi = mean_ci(g["test_mrr"].to_numpy(dtype=float))
             row: dict[str, Any] = {"graph": graph, "workers": int(workers), "budget_trials": float(budget),
                                    "algorithm": algorithm, "seeds": int(g["test_mrr"].notna().sum()),
+                                   "no_answer": int(g["no_answer"].sum()),
                                    "valid_mrr": valid, "valid_lo": valid_lo, "valid_hi": valid_hi,
                                    "test_mrr": test, "test_lo": test_lo, "test_hi": test_hi,
                                    "mean_rank": float(ranks[algorithm].mean()),
@@ -123,7 +145,7 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
                      f"({int(cell['seeds'].max())} paired seeds)")
         lines.append(f"  {'algorithm':<{width}} {'valid MRR':>9} {'test MRR [95% CI]':>26} {'vs ' + reference + ' [95% CI]':>30}"
                      f" {'p':>7} {'rank':>5} {'reach rnd':>9} {'regret':>7} {'trials':>6} {'miss':>5} {'rep':>5}"
-                     f" {'dist':>5} {'srch%':>6}")
+                     f" {'dist':>5} {'srch%':>6} {'none':>4}")
         for r in cell.sort_values("mean_rank", na_position="last").itertuples(index=False):
             diff = "" if not np.isfinite(r.diff) else f"{r.diff:+.4f} [{r.diff_lo:+.4f}, {r.diff_hi:+.4f}]"
             p = "" if not np.isfinite(r.p) else f"{r.p:.3g}"
@@ -133,7 +155,7 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
             rank = f"{r.mean_rank:5.2f}" if np.isfinite(r.mean_rank) else f"{'-':>5}"
             lines.append(f"  {r.algorithm:<{width}} {r.valid_mrr:9.4f} {r.test_mrr:8.4f} [{r.test_lo:.4f}, {r.test_hi:.4f}]"
                          f" {diff:>30} {p:>7} {rank} {reach:>9} {regret:>7} {r.trials:6.1f} {r.misses:5.2f}"
-                         f" {r.repeats:5.1f} {r.distance:5.2f} {100 * r.searcher_share:6.2f}")
+                         f" {r.repeats:5.1f} {r.distance:5.2f} {100 * r.searcher_share:6.2f} {r.no_answer:4d}")
     lines.append("\n  test MRR: of each search's answer; vs kgtuner: paired difference over the seeds, Wilcoxon p "
                  "(two-sided); rank: mean rank by test MRR (1 = best); reach rnd: median share of the budget until the "
                  "answer's test MRR reached random search's final one (same seed); regret: the table's best full-graph "
@@ -142,7 +164,8 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
                  "recorded configuration it was mapped to (standardised features of its pool; 0 = recorded exactly), "
                  "the check that the mapping moves no searcher further than another; srch%: the searcher's own "
                  "computing time (suggestions and results, wall seconds of the replay process), not charged to the "
-                 "simulated clock, as a share of the budget's simulated seconds.")
+                 "simulated clock, as a share of the budget's simulated seconds; none: searches that ended without "
+                 f"a full-graph answer, scored {NO_ANSWER_MRR:g} in every figure.")
     return "\n".join(lines)
 
 
@@ -243,6 +266,7 @@ def variant_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
     import pandas as pd
 
     out = []
+    df = score_answers(df)
     for graph, g in df.groupby("graph"):
         wide = g.pivot_table(index=["workers", "budget_trials", "seed"], columns="algorithm", values="test_mrr",
                              aggfunc="first")
@@ -306,6 +330,7 @@ def cell_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
 
     lost = algorithm_label(reference, "lose")
     out = []
+    df = score_answers(df)
     for (graph, workers, budget), cell in df.groupby(["graph", "workers", "budget_trials"], sort=True):
         wide = cell.pivot_table(index="seed", columns="algorithm", values="test_mrr", aggfunc="first")
         if reference not in wide.columns:

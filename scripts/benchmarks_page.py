@@ -592,9 +592,11 @@ SEARCH_LABELS = {"kgtuner": "KGTuner", "rf_bore": "RF+BORE", "random": "random s
 
 
 def strategies_frame(frames: dict[tuple[str, str], pd.DataFrame], graph: str) -> pd.DataFrame:
-    """A graph's ``main`` searches with its ``miss_bracket`` ones (KGTuner with its misses lost), where replayed."""
-    parts = [frames[graph, n] for n in ("main", "miss_bracket") if (graph, n) in frames]
-    return pd.concat(parts, ignore_index=True)
+    """A graph's ``main`` searches with its ``miss_bracket`` ones (KGTuner with its misses lost) once that grid is
+    replayed in full (a partial bracket would read as a result)."""
+    done, planned = replay_progress(frames, "miss_bracket").get(graph, (0, 0))
+    names = ("main", "miss_bracket") if planned and done >= planned else ("main",)
+    return pd.concat([frames[graph, n] for n in names if (graph, n) in frames], ignore_index=True)
 
 
 def verdict_lines(verdicts: pd.DataFrame) -> list[str]:

@@ -303,6 +303,9 @@ def test_a_search_without_a_full_graph_answer_has_empty_mrrs_and_scores_zero_in_
     lost = [r for r in rows if r["algorithm"] == "kgtuner[on_miss=lose]"]
     assert all(r["misses"] > 0 and r["answer_stage"] == 1 for r in lost)  # what this test is about
     assert all(r["valid_mrr"] is None and r["test_mrr"] is None for r in lost)
+    # nor does its anytime curve ever hold one (stage 1's subgraph results are not an answer's, here or in stage 1)
+    assert all(v is None and t is None for r in lost for _, v, t in json.loads(r["anytime_json"]))
+    assert any(t is not None for r in rows if r["algorithm"] == "kgtuner" for _, _, t in json.loads(r["anytime_json"]))
     assert all(r["test_mrr"] is not None for r in rows if r["algorithm"] == "kgtuner")
     df = results_frame(rows)
     summary = summarize(df).set_index("algorithm")

@@ -357,6 +357,11 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
             "better in 2, worse in 0, undecided in 4 of 6 cells; against RF+BORE better in 0, worse in 6, undecided "
             "in 0 of 6 cells; against TPE better in 0, worse in 0, undecided in 6 of 6 cells.") in md
     assert "These are 24 paired tests at p < 0.05: about 1 could pass by chance" in md
+    # a bracket replayed in part decides nothing yet: one mapping, and no "misses lost" figures
+    partial = {**frames, ("codex-m", "miss_bracket"): pd.DataFrame(bracket[:-1])}
+    text = "\n".join(page.readme_block(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=partial))
+    assert "against random search better in 6, worse in 0, undecided in 0 of 6 cells" in text
+    assert all(line.split(" | ")[5] == "-" for line in text.splitlines() if line.startswith("| codex-m |"))
     # the page says the same under the graph's table, from the journals `kgtuner bench replay` writes
     from kgtuner.bench.benchmark import ResultsJournal
 

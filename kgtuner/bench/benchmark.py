@@ -267,8 +267,8 @@ def _miss_twin(row: Mapping) -> dict | None:
     the table lacks, counted in ``misses`` when the trial starts), so every trial, result and answer is the same.
     None otherwise (a miss, a one-stage search, ``fail``)."""
     miss = row.get("on_miss")
-    if miss not in ("nearest", "lose") or int(row.get("misses") or 0) != 0 or not str(row["algorithm"]).startswith(
-            "kgtuner"):
+    if (miss not in ("nearest", "lose") or row.get("misses") is None or int(row["misses"]) != 0
+            or not str(row["algorithm"]).startswith("kgtuner")):
         return None
     name, overrides, _ = parse_algorithm(row["algorithm"])
     items = sorted(o[len("search."):] for o in overrides)

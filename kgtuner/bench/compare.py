@@ -321,8 +321,9 @@ def cell_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
     Where ``df`` also holds the reference's replay with its stage-2 misses lost (``kgtuner[on_miss=lose]``, the
     ``miss_bracket`` grid), a verdict needs both mappings to agree: ``better`` only when KGTuner is better with its
     misses replaced by the nearest recorded expansion (which leans in its favour) *and* with them lost (which
-    leans against it); likewise ``worse``. A two-stage rival replayed with its misses lost too
-    (``kgtuner_asha[on_miss=lose]``) is compared with KGTuner's lost-miss replay under that mapping. Columns: graph, workers, budget_trials, algorithm, mappings (1 or 2),
+    leans against it); likewise ``worse``. Under that mapping a two-stage rival is compared through its own
+    lost-miss replay (``kgtuner_asha[on_miss=lose]``), and the mapping counts only where the lost-miss replays
+    cover every seed of the cell (a partly replayed bracket decides nothing yet). Columns: graph, workers, budget_trials, algorithm, mappings (1 or 2),
     diff (reference minus the other, nearest mapping), p, diff_lost, p_lost (NaN without the bracket), verdict."""
     import pandas as pd
 
@@ -335,21 +336,27 @@ def cell_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
         wide = cell.pivot_table(index="seed", columns="algorithm", values="test_mrr", aggfunc="first")
         if reference not in wide.columns:
             continue
-        refs = [reference] + ([lost] if lost in wide.columns else [])
-        for other in [c for c in wide.columns if c not in refs and not is_bracket(c)]:
+        seeds = wide[reference].notna()
+        for other in [c for c in wide.columns if c not in (reference, lost) and not is_bracket(c)]:
+            # with misses lost, a two-stage rival is paired with its own lost-miss replay; a mapping counts only
+            # where its replays cover every seed of the cell (a partly replayed bracket decides nothing yet)
+            pairs = [(reference, other)]
+            rival = algorithm_label(other, "lose") if str(other).startswith("kgtuner") else other
+            if lost in wide.columns and rival in wide.columns and not (seeds & (wide[lost].isna()
+                                                                               | wide[rival].isna())).any():
+                pairs.append((lost, rival))
             figures, signs = [], []
-            for ref in refs:  # with misses lost, a two-stage rival is paired with its own lost-miss replay if any
-                rival = algorithm_label(other, "lose") if ref == lost else other
-                d = (wide[ref] - wide[rival if rival in wide.columns else other]).to_numpy(dtype=float)
+            for ref, against in pairs:
+                d = (wide[ref] - wide[against]).to_numpy(dtype=float)
                 d = d[np.isfinite(d)]
                 mean, p = (float(np.mean(d)) if len(d) else math.nan), wilcoxon_p(d)
                 figures += [mean, p]
                 signs.append(int(np.sign(mean)) if p < alpha else 0)  # NaN p: no verdict
             verdict = ("better" if all(s > 0 for s in signs) else "worse" if all(s < 0 for s in signs)
                        else "undecided")
-            figures += [math.nan, math.nan] * (2 - len(refs))
+            figures += [math.nan, math.nan] * (2 - len(pairs))
             out.append({"graph": graph, "workers": int(workers), "budget_trials": float(budget), "algorithm": other,
-                        "mappings": len(refs), "diff": figures[0], "p": figures[1], "diff_lost": figures[2],
+                        "mappings": len(pairs), "diff": figures[0], "p": figures[1], "diff_lost": figures[2],
                         "p_lost": figures[3], "verdict": verdict})
     return pd.DataFrame(out, columns=["graph", "workers", "budget_trials", "algorithm", "mappings", "diff", "p",
                                       "diff_lost", "p_lost", "verdict"])

@@ -536,8 +536,10 @@ def _next_deadline(now: float, strategy, stage_end) -> float | None:
     return later[0] if later else None
 
 
-def _answer(rows: Sequence[Mapping], answer_stage: int) -> dict | None:
-    for stage in (answer_stage, 1):
+def _answer(rows: Sequence[Mapping], answer_stage: int, fallback: bool = True) -> dict | None:
+    """The best trial of ``answer_stage`` by validation MRR; else (``fallback``) stage 1's best, which
+    ``kgtuner.bench.benchmark.run_cell`` reports without MRRs (a subgraph figure is not an answer's)."""
+    for stage in ((answer_stage, 1) if fallback else (answer_stage,)):
         ok = [r for r in rows if int(r["stage"]) == stage and r["valid_mrr"] is not None
               and r["status"] in ("ok", "stopped")]
         if ok:
@@ -549,7 +551,7 @@ def _anytime(rows: Sequence[Mapping], answer_stage: int) -> list[tuple[float, fl
     out, seen = [], []
     for r in sorted(rows, key=lambda r: r["end_s"]):
         seen.append(r)
-        best = _answer(seen, answer_stage)
+        best = _answer(seen, answer_stage, fallback=False)  # no answer yet while only stage 1 has results
         out.append((float(r["end_s"]), None if best is None else best["valid_mrr"],
                     None if best is None else best["test_mrr"]))
     return out

@@ -448,3 +448,6 @@ def test_the_defaults_rule_changes_a_default_only_where_the_confirming_graph_agr
     assert not decided["kgtuner[stage1_fraction=0.3]"]["change"]
     assert not decided["kgtuner[stage2_start=ordered]"]["change"]
     assert not decided["kgtuner[searcher.batch=none]"]["change"]
+    # a defaults grid whose default itself is not replayed yet decides nothing, and says so without failing
+    none = variant_verdicts(pd.DataFrame([r for r in rows if r["algorithm"] != "kgtuner"]))
+    assert none.empty and {"graph", "variant", "verdict"} <= set(none.columns) and decide_defaults(none) == []

@@ -286,7 +286,8 @@ def variant_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
             out.append({"graph": graph, "variant": variant, "pairs": int(len(d)), "diff": mean, "diff_lo": lo,
                         "diff_hi": hi, "p": p, "worst_budget": worst[2], "worst_budget_diff": worst[0],
                         "worst_budget_p": worst[1], "verdict": verdict})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=["graph", "variant", "pairs", "diff", "diff_lo", "diff_hi", "p", "worst_budget",
+                                      "worst_budget_diff", "worst_budget_p", "verdict"])
 
 
 def decide_defaults(verdicts, decide_on: str = DECIDE_ON, confirm_on: str = CONFIRM_ON) -> list[dict]:

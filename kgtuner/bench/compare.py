@@ -87,7 +87,6 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
     from scipy.stats import rankdata
 
     out = []
-    raw_random = df[df.algorithm == "random"].set_index(["graph", "workers", "budget_trials", "seed"])["test_mrr"]
     df = score_answers(df)
     for (graph, workers, budget), cell in df.groupby(["graph", "workers", "budget_trials"], sort=True):
         wide_test = cell.pivot_table(index="seed", columns="algorithm", values="test_mrr", aggfunc="first")
@@ -97,9 +96,8 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
             vals = row.to_numpy(dtype=float)
             filled = np.where(np.isfinite(vals), vals, -np.inf)
             ranks.loc[seed, ranked] = rankdata(-filled, method="average")
-        key = (graph, workers, budget)  # random search's own final MRR (a seed without an answer has no target)
-        random_final = (raw_random.xs(key, level=["graph", "workers", "budget_trials"])
-                        if len(raw_random) and key in raw_random.index.droplevel("seed") else raw_random.iloc[:0])
+        rnd = cell[cell.algorithm == "random"].set_index("seed")  # its own final MRR; a seed without one: no target
+        random_final = rnd["test_mrr"].mask(rnd["no_answer"])
         for algorithm, g in cell.groupby("algorithm", sort=False):
             g = g.set_index("seed")
             valid, valid_lo, valid_hi = mean_ci(g["valid_mrr"].to_numpy(dtype=float))
@@ -342,7 +340,7 @@ def cell_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
             # with misses lost, a two-stage rival is paired with its own lost-miss replay; a mapping counts only
             # where its replays cover every seed of the cell (a partly replayed bracket decides nothing yet)
             pairs = [(reference, other)]
-            rival = algorithm_label(other, "lose") if str(other).startswith("kgtuner") else other
+            rival = algorithm_label(other, "lose")  # a one-stage search's label stays as it is
             if lost in wide.columns and rival in wide.columns and not (seeds & (wide[lost].isna()
                                                                                | wide[rival].isna())).any():
                 pairs.append((lost, rival))

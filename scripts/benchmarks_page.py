@@ -605,8 +605,8 @@ def verdict_lines(verdicts: pd.DataFrame) -> list[str]:
     from kgtuner.bench.compare import ALPHA
 
     md = [f"What this supports (a cell: one graph, worker count and budget; KGTuner *better* or *worse* when the "
-          f"paired difference has p < {ALPHA:g} under every stage-2 mapping replayed for the cell, else "
-          "*undecided*):"]
+          f"paired difference has an exact two-sided Wilcoxon p < {ALPHA:g}, with its mean and its signed ranks on the "
+          "same side, under every stage-2 mapping replayed for the cell, else *undecided*):"]
     for graph, g in verdicts.groupby("graph", sort=True):
         parts = []
         for algorithm, a in g.groupby("algorithm", sort=True):
@@ -614,9 +614,10 @@ def verdict_lines(verdicts: pd.DataFrame) -> list[str]:
             parts.append(f"against {SEARCH_LABELS.get(algorithm, algorithm)} better in {n.get('better', 0)}, worse "
                          f"in {n.get('worse', 0)}, undecided in {n.get('undecided', 0)} of {len(a)} cells")
         md.append(f"- {graph}: " + "; ".join(parts) + ".")
+    across = "cells and both graphs" if verdicts["graph"].nunique() > 1 else "cells and graphs"
     return md + [f"- These are {len(verdicts)} paired tests at p < {ALPHA:g}: about {ALPHA * len(verdicts):.0f} "
-                 "could pass by chance alone, so read one cell with care; a pattern across cells and both graphs is "
-                 "the stronger evidence."]
+                 f"could pass by chance alone, so read one cell with care; a pattern across {across} is the stronger "
+                 "evidence."]
 
 
 def replay_frames(replay_root: Path) -> dict[tuple[str, str], pd.DataFrame]:
@@ -665,7 +666,9 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
           "Each strategy's own searcher and scheduler, replayed on simulated time on a table of real training runs "
           "recorded once (`kgtuner bench record`, `kgtuner bench replay`; how a replay works: "
           "[tables/README.md](benchmarks/tables/README.md)). Budgets are compute in mean full-graph trials of the "
-          "table; seeds are paired across algorithms; p is the two-sided Wilcoxon signed-rank test against KGTuner. "
+          "table; seeds are paired across algorithms (a partly replayed cell is compared on the seeds all its "
+          "algorithms have); `vs kgtuner` is the search minus KGTuner, and p the exact two-sided Wilcoxon signed-rank "
+          "test of it. "
           "The grids are fixed in `kgtuner.bench.benchmark.STUDIES`. `kgtuner[on_miss=lose]`: KGTuner with its "
           "stage-2 candidates that have no recorded expansion lost (their seconds spent, no result) instead of "
           "replaced by the nearest recorded expansion (which leans in KGTuner's favour); the two bracket what the "
@@ -708,13 +711,13 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
                                    for r in srcc)
                        + ". The expanded configurations are the top of the stage-1 ranking only (the table's "
                          "`expand` pool, see its card), so this is the correlation among the best configurations, "
-                         "whose narrower range of MRRs lowers it; the paper's Figure 6 samples the whole space "
+                         "whose narrower range of MRRs can lower it; the paper's Figure 6 samples the whole space "
                          "(the live check across the space: the SRCC sections below).", ""]
     combined = results_frame(pd.concat(everything, ignore_index=True).to_dict("records"))
     combined.drop(columns=["anytime_json"]).to_parquet(Path(replay_root) / "results.parquet", index=False)
     defaults = [df for (_, name), df in frames.items() if name == "defaults"]
     if defaults:
-        md += section_defaults(pd.concat(defaults, ignore_index=True))
+        md += section_defaults(pd.concat(defaults, ignore_index=True), replay_progress(frames, "defaults"))
     return md
 
 
@@ -723,22 +726,31 @@ def _partial(frames: dict[tuple[str, str], pd.DataFrame], graph: str, study: str
     return f" (**partial**: {done} of the grid's {planned} searches)" if planned and done < planned else ""
 
 
-def section_defaults(df) -> list[str]:
+def section_defaults(df, progress: dict[str, tuple[int, int]] | None = None) -> list[str]:
     """Part 4's decisions from the ``defaults`` grids, by the rule fixed in ``kgtuner.bench.compare`` before the
     runs (a variant wins on a graph when its paired test-MRR difference to the default is positive at p < ALPHA
-    and no budget shows it worse; a default changes only when the confirming graph agrees)."""
+    and no budget shows it worse; a default changes only when the confirming graph agrees). ``progress``:
+    {graph: (searches replayed, planned)} of the ``defaults`` grid (``replay_progress``); until the grid is
+    complete on both graphs, only its progress is shown (a partial grid decides nothing)."""
+    from kgtuner.bench.benchmark import STUDIES
     from kgtuner.bench.compare import ALPHA, CONFIRM_ON, DECIDE_ON, decide_defaults, variant_verdicts
 
-    verdicts = variant_verdicts(df)
     md = ["### KGTuner's defaults: the decisions", "",
           f"Rule (fixed in `kgtuner.bench.compare` before the runs): a variant wins on a graph when its paired test-MRR "
-          f"difference to the default, over every (budget, seed) pair, is positive with a two-sided Wilcoxon p < "
-          f"{ALPHA:g} and no budget shows it worse at that level. Decided on {DECIDE_ON}, confirmed on {CONFIRM_ON}; "
-          "a default changes only when both say it wins.", "",
-          "| variant | graph | pairs | test MRR difference [95% CI] | p | worst budget (diff, p) | verdict |",
-          "|---|---|---|---|---|---|---|"]
+          f"difference to the default, per seed averaged over the budgets, is positive with a two-sided exact Wilcoxon "
+          f"p < {ALPHA:g} (the mean and the signed ranks on the same side) and no budget shows it worse at that level. "
+          f"Decided on {DECIDE_ON}, confirmed on {CONFIRM_ON}; a default changes only when both say it wins.", ""]
+    if progress is not None:
+        planned = len(STUDIES["defaults"].cells())
+        left = {g: progress.get(g, (0, planned)) for g in (DECIDE_ON, CONFIRM_ON)}
+        if any(done < n for done, n in left.values()):
+            return md + ["Pending: the `defaults` grid decides once it is replayed in full on both graphs ("
+                         + "; ".join(f"{g}: {done} of {n} searches" for g, (done, n) in left.items()) + ").", ""]
+    verdicts = variant_verdicts(df)
+    md += ["| variant | graph | seeds | test MRR difference [95% CI] | p | worst budget (diff, p) | verdict |",
+           "|---|---|---|---|---|---|---|"]
     for r in verdicts.sort_values(["variant", "graph"]).to_dict("records"):
-        md.append(f"| `{r['variant']}` | {r['graph']} | {r['pairs']} | {r['diff']:+.4f} [{r['diff_lo']:+.4f}, "
+        md.append(f"| `{r['variant']}` | {r['graph']} | {r['seeds']} | {r['diff']:+.4f} [{r['diff_lo']:+.4f}, "
                   f"{r['diff_hi']:+.4f}] | {r['p']:.3g} | {r['worst_budget']:g} ({r['worst_budget_diff']:+.4f}, "
                   f"{r['worst_budget_p']:.3g}) | {r['verdict']} |")
     md += ["", "| variant | on " + DECIDE_ON + " | on " + CONFIRM_ON + " | change the default |", "|---|---|---|---|"]
@@ -823,7 +835,7 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path,
                 lo = g[g["algorithm"] == lost]
                 lost_mrr = f"{lo.iloc[0]['test_mrr']:.4f}" if len(lo) else "-"
                 others = "; ".join(f"{SEARCH_LABELS.get(o.algorithm, o.algorithm)} {0.0 - o.diff:+.4f} "
-                                   f"[{0.0 - o.diff_hi:+.4f}, {0.0 - o.diff_lo:+.4f}], p = {o.p:.3g}"  # other - KGTuner
+                                   f"[{0.0 - o.diff_hi:+.4f}, {0.0 - o.diff_lo:+.4f}], p = {o.p:.3g}"  # KGTuner minus the other
                                    for o in g[g["algorithm"] != REFERENCE].itertuples()
                                    if np.isfinite(o.diff) and not is_bracket(o.algorithm))
                 md.append(f"| {graph} | {workers} | {budget:g} | {int(r['seeds'])} | {r['test_mrr']:.4f} | {lost_mrr} "

@@ -438,7 +438,7 @@ def test_the_defaults_rule_changes_a_default_only_where_the_confirming_graph_agr
     v = verdicts.set_index(["graph", "variant"])["verdict"]
     assert v["codex-m", "kgtuner[top_k=5]"] == "wins" and v["codex-m", "kgtuner[stage2_start=ordered]"] == "loses"
     assert v["wn18rr", "kgtuner[stage1_fraction=0.3]"] == "no difference"
-    assert (verdicts["pairs"] == 90).all()
+    assert (verdicts["pairs"] == 90).all() and (verdicts["seeds"] == 30).all()
     decided = {r["variant"]: r for r in decide_defaults(verdicts)}
     # wins on both graphs; of top_k's two winners the larger codex-m gain is kept
     assert decided["kgtuner[top_k=5]"]["change"] and not decided["kgtuner[top_k=20]"]["change"]

@@ -3,8 +3,8 @@
 From ``results.parquet`` (:func:`kgtuner.bench.benchmark.results_frame`), per (graph, workers, budget):
 
 - the final validation and test MRR of each search's answer, mean and 95% t-interval;
-- the paired difference to the reference algorithm (KGTuner) with its 95% t-interval and the exact two-sided
-  Wilcoxon signed-rank p-value over the seeds both have;
+- the paired difference to the reference algorithm (KGTuner), this search minus KGTuner, with its 95% t-interval
+  and the exact two-sided Wilcoxon signed-rank p-value over the seeds (:func:`signed_rank_test`);
 - the mean rank (1 = best test MRR of the seed; ties share the mean rank);
 - the time to reach random search's final test MRR (same seed), median over seeds, as a share of the budget
   (``never`` counted as infinity: the median is then ``never`` when half or more never reach it);
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from typing import Any
 
 import numpy as np
@@ -41,15 +40,46 @@ def mean_ci(values: np.ndarray) -> tuple[float, float, float]:
     return float(v.mean()), float(v.mean() - half), float(v.mean() + half)
 
 
-def wilcoxon_p(d: np.ndarray) -> float:
-    """The two-sided Wilcoxon signed-rank p-value of paired differences ``d`` (exact for small samples; 1.0 when
-    every difference is zero)."""
-    from scipy import stats
+def signed_rank_test(d: np.ndarray) -> tuple[float, int]:
+    """(p, direction) of the Wilcoxon signed-rank test of paired differences ``d``: the two-sided p-value, exact
+    for any sample (zero differences dropped, tied magnitudes given their average rank, and the null distribution
+    of the positive rank sum computed over the sign flips of those very ranks, so zeros and ties do not fall back
+    to the normal approximation), and the side the ranks point to (+1 when the positive ranks outweigh the
+    negative ones, -1 the other way, 0 when they balance). 1.0 and 0 when every difference is zero."""
+    from scipy.stats import rankdata
 
+    d = np.asarray(d, dtype=float)
+    d = d[np.isfinite(d) & (d != 0)]
+    if len(d) == 0:
+        return 1.0, 0
+    twice = np.rint(2 * rankdata(np.abs(d))).astype(np.int64)  # average ranks are multiples of 1/2
+    dist = np.zeros(int(twice.sum()) + 1)
+    dist[0] = 1.0
+    for r in twice:  # each rank (r >= 2) is counted positive or negative with probability 1/2 under the null
+        dist[r:] = 0.5 * (dist[r:] + dist[:-r])  # the right side is evaluated on the old values first
+        dist[:r] *= 0.5
+    plus, total = int(twice[d > 0].sum()), int(twice.sum())
+    lower, upper = dist[:plus + 1].sum(), dist[plus:].sum()
+    direction = int(np.sign(2 * plus - total))
+    return float(min(1.0, 2 * min(lower, upper))), direction
+
+
+def wilcoxon_p(d: np.ndarray) -> float:
+    """The exact two-sided Wilcoxon signed-rank p-value of paired differences ``d`` (:func:`signed_rank_test`)."""
+    return signed_rank_test(d)[0]
+
+
+def decided_sign(d: np.ndarray, alpha: float) -> int:
+    """+1 or -1 when the paired differences ``d`` differ from zero at two-sided p < ``alpha`` with their mean and
+    their signed ranks on the same side; 0 otherwise (not significant, or one large difference, such as a search
+    without an answer, pulling the mean against the ranks of the other pairs)."""
+    d = np.asarray(d, dtype=float)
     d = d[np.isfinite(d)]
-    if len(d) == 0 or not np.any(d != 0):
-        return 1.0
-    return float(stats.wilcoxon(d).pvalue)
+    if len(d) == 0:
+        return 0
+    p, direction = signed_rank_test(d)
+    mean_sign = int(np.sign(d.mean()))
+    return mean_sign if p < alpha and mean_sign == direction else 0
 
 
 def _reach_time(anytime: list, target: float) -> float:
@@ -81,14 +111,27 @@ def is_bracket(algorithm: str) -> bool:
     return "on_miss=" in str(algorithm)
 
 
+def common_seeds(cell):
+    """The rows of one (graph, workers, budget) cell at the seeds every ranked algorithm of the cell has (all of
+    them once the grid is complete): a partly replayed grid is compared on whole pairs, never on different
+    seeds per algorithm. A mapping bracket's rows are kept at those seeds as far as it has them."""
+    ranked = cell[~cell["algorithm"].map(is_bracket)]
+    seeds = None
+    for _, g in ranked.groupby("algorithm"):
+        seeds = set(g["seed"]) if seeds is None else seeds & set(g["seed"])
+    return cell if seeds is None else cell[cell["seed"].isin(seeds)]
+
+
 def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE):
-    """One row per (graph, workers, budget_trials, algorithm) with the figures of the module docstring."""
+    """One row per (graph, workers, budget_trials, algorithm) with the figures of the module docstring, over the
+    seeds every ranked algorithm of the cell has (:func:`common_seeds`)."""
     import pandas as pd
     from scipy.stats import rankdata
 
     out = []
     df = score_answers(df)
     for (graph, workers, budget), cell in df.groupby(["graph", "workers", "budget_trials"], sort=True):
+        cell = common_seeds(cell)
         wide_test = cell.pivot_table(index="seed", columns="algorithm", values="test_mrr", aggfunc="first")
         ranked = [a for a in wide_test.columns if not is_bracket(a)]  # a mapping bracket is not a competitor
         ranks = pd.DataFrame(index=wide_test.index, columns=wide_test.columns, dtype=float)
@@ -105,6 +148,8 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
             row: dict[str, Any] = {"graph": graph, "workers": int(workers), "budget_trials": float(budget),
                                    "algorithm": algorithm, "seeds": int(g["test_mrr"].notna().sum()),
                                    "no_answer": int(g["no_answer"].sum()),
+                                   "test_is_valid": int(g["answer_test_is_valid_proxy"].fillna(False).astype(bool).sum())
+                                   if "answer_test_is_valid_proxy" in g else 0,
                                    "valid_mrr": valid, "valid_lo": valid_lo, "valid_hi": valid_hi,
                                    "test_mrr": test, "test_lo": test_lo, "test_hi": test_hi,
                                    "mean_rank": float(ranks[algorithm].mean()),
@@ -143,7 +188,7 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
                      f"({int(cell['seeds'].max())} paired seeds)")
         lines.append(f"  {'algorithm':<{width}} {'valid MRR':>9} {'test MRR [95% CI]':>26} {'vs ' + reference + ' [95% CI]':>30}"
                      f" {'p':>7} {'rank':>5} {'reach rnd':>9} {'regret':>7} {'trials':>6} {'miss':>5} {'rep':>5}"
-                     f" {'dist':>5} {'srch%':>6} {'none':>4}")
+                     f" {'dist':>5} {'srch%':>6} {'none':>4} {'v-as-t':>6}")
         for r in cell.sort_values("mean_rank", na_position="last").itertuples(index=False):
             diff = "" if not np.isfinite(r.diff) else f"{r.diff:+.4f} [{r.diff_lo:+.4f}, {r.diff_hi:+.4f}]"
             p = "" if not np.isfinite(r.p) else f"{r.p:.3g}"
@@ -153,9 +198,9 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
             rank = f"{r.mean_rank:5.2f}" if np.isfinite(r.mean_rank) else f"{'-':>5}"
             lines.append(f"  {r.algorithm:<{width}} {r.valid_mrr:9.4f} {r.test_mrr:8.4f} [{r.test_lo:.4f}, {r.test_hi:.4f}]"
                          f" {diff:>30} {p:>7} {rank} {reach:>9} {regret:>7} {r.trials:6.1f} {r.misses:5.2f}"
-                         f" {r.repeats:5.1f} {r.distance:5.2f} {100 * r.searcher_share:6.2f} {r.no_answer:4d}")
-    lines.append("\n  test MRR: of each search's answer; vs kgtuner: paired difference over the seeds, Wilcoxon p "
-                 "(two-sided); rank: mean rank by test MRR (1 = best); reach rnd: median share of the budget until the "
+                         f" {r.repeats:5.1f} {r.distance:5.2f} {100 * r.searcher_share:6.2f} {r.no_answer:4d} {r.test_is_valid:6d}")
+    lines.append("\n  test MRR: of each search's answer; vs kgtuner: paired difference over the seeds (this search minus "
+                 "kgtuner), exact Wilcoxon signed-rank p (two-sided); rank: mean rank by test MRR (1 = best); reach rnd: median share of the budget until the "
                  "answer's test MRR reached random search's final one (same seed); regret: the table's best full-graph "
                  "test MRR minus the answer's; miss: stage-2 candidates without a recorded expansion; rep: suggestions "
                  "mapped to a run the search already had (its pool exhausted); dist: mean distance from a suggestion to the "
@@ -163,7 +208,9 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
                  "the check that the mapping moves no searcher further than another; srch%: the searcher's own "
                  "computing time (suggestions and results, wall seconds of the replay process), not charged to the "
                  "simulated clock, as a share of the budget's simulated seconds; none: searches that ended without "
-                 f"a full-graph answer, scored {NO_ANSWER_MRR:g} in every figure.")
+                 f"a full-graph answer, scored {NO_ANSWER_MRR:g} in every figure; v-as-t: answers whose test MRR is "
+                 "their validation MRR (the answer's trial ended before its run's best validation, and the table holds "
+                 "test metrics at the best validation only).")
     return "\n".join(lines)
 
 
@@ -216,9 +263,26 @@ def table_best_test(table) -> float | None:
     return max(vals) if vals else None
 
 
+def mean_anytime(searches, xs: np.ndarray) -> np.ndarray:
+    """The mean over ``searches`` (rows of one algorithm and cell, with ``anytime_json`` and ``budget_s``) of the
+    test MRR of each search's current answer at the budget shares ``xs``; a search without an answer yet (or ever)
+    scores :data:`NO_ANSWER_MRR` there, as in every other figure, so the curve also shows how soon searches have one."""
+    curves = []
+    for r in searches.itertuples(index=False):
+        pts = json.loads(r.anytime_json)
+        t = np.array([p[0] for p in pts], dtype=float) / float(r.budget_s)
+        v = np.array([np.nan if p[2] is None else p[2] for p in pts], dtype=float)
+        idx = np.searchsorted(t, xs, side="right") - 1
+        held = v[np.clip(idx, 0, None)] if len(v) else np.full(len(xs), np.nan)
+        curves.append(np.where(idx >= 0, held, np.nan))  # before its first point: no answer yet
+    if not curves:
+        return np.full(len(xs), np.nan)
+    return np.nan_to_num(np.array(curves), nan=NO_ANSWER_MRR).mean(axis=0)
+
+
 def plot_anytime(df, path, grid: int = 60) -> None:
     """PNG: per (workers, budget) panel, each algorithm's mean test MRR of the current answer against the share
-    of the budget used (the mean over seeds of each seed's step curve)."""
+    of the budget used (:func:`mean_anytime`, over the seeds every algorithm of the cell has)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -228,18 +292,9 @@ def plot_anytime(df, path, grid: int = 60) -> None:
     fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.4), squeeze=False)
     xs = np.linspace(0, 1, grid)
     for ax, (w, b) in zip(axes[0], cells):
-        cell = df[(df.workers == w) & (df.budget_trials == b)]
+        cell = common_seeds(df[(df.workers == w) & (df.budget_trials == b)])
         for algorithm, g in cell.groupby("algorithm"):
-            curves = []
-            for r in g.itertuples(index=False):
-                pts = json.loads(r.anytime_json)
-                t = np.array([p[0] for p in pts]) / float(r.budget_s)
-                v = np.array([np.nan if p[2] is None else p[2] for p in pts], dtype=float)
-                idx = np.searchsorted(t, xs, side="right") - 1
-                curves.append(np.where(idx >= 0, v[np.clip(idx, 0, None)] if len(v) else np.nan, np.nan))
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # before any trial ended: no answer yet (NaN)
-                ax.plot(xs, np.nanmean(np.array(curves), axis=0), label=algorithm)
+            ax.plot(xs, mean_anytime(g, xs), label=algorithm)
         ax.set_title(f"{w} worker(s), {b:g} trials' budget", fontsize=9)
         ax.set_xlabel("share of the budget")
         ax.set_ylabel("test MRR of the answer")
@@ -250,16 +305,18 @@ def plot_anytime(df, path, grid: int = 60) -> None:
 
 
 #: Part 4's rule, fixed before the runs: a variant of KGTuner ``wins`` on a graph when its paired test-MRR
-#: difference to the default, over every (budget, seed) pair of the ``defaults`` grid, is positive with a
-#: two-sided Wilcoxon p below ``ALPHA``, and no single budget shows it worse at that level. A default changes
-#: only when the variant wins on the deciding graph *and* on the confirming one, unchanged.
+#: difference to the default, per seed averaged over the budgets of the ``defaults`` grid, is positive with a
+#: two-sided Wilcoxon p below ``ALPHA`` (the mean and the signed ranks on the same side, :func:`decided_sign`), and
+#: no single budget shows it worse at that level. A default changes only when the variant wins on the deciding
+#: graph *and* on the confirming one, unchanged.
 ALPHA = 0.05
 DECIDE_ON, CONFIRM_ON = "codex-m", "wn18rr"
 
 
 def variant_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
-    """Per (graph, variant): pairs, mean paired test-MRR difference to ``reference`` with its 95% CI, Wilcoxon p,
-    the worst budget's difference and p, and the verdict (``wins``, ``loses``: worse overall at ``alpha``, or
+    """Per (graph, variant): seeds, (budget, seed) pairs, the mean paired test-MRR difference to ``reference``
+    with its 95% CI and Wilcoxon p over the seeds (each seed's differences averaged over the budgets), the worst
+    budget's difference and p, and the verdict (``wins``, ``loses``: worse overall at ``alpha``, or
     ``no difference``)."""
     import pandas as pd
 
@@ -272,20 +329,23 @@ def variant_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
             continue
         for variant in [c for c in wide.columns if c != reference]:
             d = (wide[variant] - wide[reference]).dropna()
-            mean, lo, hi = mean_ci(d.to_numpy(dtype=float))
-            p = wilcoxon_p(d.to_numpy(dtype=float))
+            # one seed's searches at the budgets share their seed (and so their first suggestions): the unit of the
+            # overall test is the seed, its differences averaged over the budgets
+            per_seed = d.groupby(level="seed").mean().to_numpy(dtype=float)
+            mean, lo, hi = mean_ci(per_seed)
+            p, sign = wilcoxon_p(per_seed), decided_sign(per_seed, alpha)
             per_budget = []
             for budget, db in d.groupby(level="budget_trials"):
-                per_budget.append((float(db.mean()), wilcoxon_p(db.to_numpy(dtype=float)), float(budget)))
-            worst = min(per_budget) if per_budget else (math.nan, math.nan, math.nan)
-            budget_loss = any(m < 0 and q < alpha for m, q, _ in per_budget)
-            verdict = ("wins" if mean > 0 and p < alpha and not budget_loss else
-                       "loses" if mean < 0 and p < alpha else "no difference")
-            out.append({"graph": graph, "variant": variant, "pairs": int(len(d)), "diff": mean, "diff_lo": lo,
-                        "diff_hi": hi, "p": p, "worst_budget": worst[2], "worst_budget_diff": worst[0],
-                        "worst_budget_p": worst[1], "verdict": verdict})
-    return pd.DataFrame(out, columns=["graph", "variant", "pairs", "diff", "diff_lo", "diff_hi", "p", "worst_budget",
-                                      "worst_budget_diff", "worst_budget_p", "verdict"])
+                v = db.to_numpy(dtype=float)
+                per_budget.append((float(v.mean()), wilcoxon_p(v), float(budget), decided_sign(v, alpha)))
+            worst = min(per_budget) if per_budget else (math.nan, math.nan, math.nan, 0)
+            budget_loss = any(s < 0 for *_, s in per_budget)
+            verdict = "wins" if sign > 0 and not budget_loss else "loses" if sign < 0 else "no difference"
+            out.append({"graph": graph, "variant": variant, "seeds": int(len(per_seed)), "pairs": int(len(d)),
+                        "diff": mean, "diff_lo": lo, "diff_hi": hi, "p": p, "worst_budget": worst[2],
+                        "worst_budget_diff": worst[0], "worst_budget_p": worst[1], "verdict": verdict})
+    return pd.DataFrame(out, columns=["graph", "variant", "seeds", "pairs", "diff", "diff_lo", "diff_hi", "p",
+                                      "worst_budget", "worst_budget_diff", "worst_budget_p", "verdict"])
 
 
 def decide_defaults(verdicts, decide_on: str = DECIDE_ON, confirm_on: str = CONFIRM_ON) -> list[dict]:
@@ -315,7 +375,8 @@ def decide_defaults(verdicts, decide_on: str = DECIDE_ON, confirm_on: str = CONF
 
 def cell_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
     """Per (graph, workers, budget, other search): whether ``reference``'s answer is ``better``, ``worse`` or
-    ``undecided`` against it, on the paired test MRRs (mean difference's sign, two-sided Wilcoxon p < ``alpha``).
+    ``undecided`` against it, on the paired test MRRs (two-sided Wilcoxon p < ``alpha``, with the mean difference
+    and the signed ranks on the same side: :func:`decided_sign`).
 
     Where ``df`` also holds the reference's replay with its stage-2 misses lost (``kgtuner[on_miss=lose]``, the
     ``miss_bracket`` grid), a verdict needs both mappings to agree: ``better`` only when KGTuner is better with its
@@ -350,7 +411,7 @@ def cell_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
                 d = d[np.isfinite(d)]
                 mean, p = (float(np.mean(d)) if len(d) else math.nan), wilcoxon_p(d)
                 figures += [mean, p]
-                signs.append(int(np.sign(mean)) if p < alpha else 0)  # NaN p: no verdict
+                signs.append(decided_sign(d, alpha))
             verdict = ("better" if all(s > 0 for s in signs) else "worse" if all(s < 0 for s in signs)
                        else "undecided")
             figures += [math.nan, math.nan] * (2 - len(pairs))

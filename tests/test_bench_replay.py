@@ -291,6 +291,25 @@ def test_a_two_stage_search_without_a_miss_is_copied_to_its_lost_miss_cell_one_w
     assert {r["algorithm"] for r in copied} == {"kgtuner[on_miss=lose]"}
 
 
+def test_a_replay_killed_while_writing_a_result_goes_on_where_it_stopped(tmp_path):
+    """A kill in the middle of a journal line leaves a partial last line: the next run drops it, replays that cell
+    again and appends after the last whole line (a result glued to the partial line would make the journal
+    unreadable for good)."""
+    from kgtuner.bench.benchmark import BenchmarkSettings, ResultsJournal, run_benchmark
+
+    table = _table()
+    journal = tmp_path / "journal.jsonl"
+    settings = BenchmarkSettings(algorithms=("random",), workers=(1,), budgets=(3.0,), seeds=2)
+    whole = run_benchmark(table, settings, journal)
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])  # the last result, cut short
+    assert len(ResultsJournal(journal).read()[1]) == 1
+    again = run_benchmark(table, settings, journal)
+    assert sorted(r["seed"] for r in again) == [0, 1]
+    assert ResultsJournal(journal).read()[1] == again and len(journal.read_text().splitlines()) == len(lines)
+    assert {r["seed"]: r["test_mrr"] for r in again} == {r["seed"]: r["test_mrr"] for r in whole}
+
+
 def test_a_search_without_a_full_graph_answer_has_empty_mrrs_and_scores_zero_in_every_figure():
     """KGTuner with its misses lost, on a table that expanded only the best stage-1 configuration: no stage-2 trial
     has a result, so its answer would be a stage-1 subgraph figure. The row keeps no MRR, and every comparison

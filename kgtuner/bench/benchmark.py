@@ -303,8 +303,11 @@ def run_benchmark(table, settings: BenchmarkSettings, journal_path: str | Path, 
     """Replay every cell of ``settings`` on ``table`` not yet in the journal; all rows (old and new).
     ``jobs`` > 1 replays cells in that many processes (each cell is independent). ``reuse``: other grids'
     journals; a cell one of them already replayed on this table is copied from it (:func:`reusable_rows`)."""
+    from kgtuner.bench.record import Journal
+
     journal = ResultsJournal(journal_path)
     header, rows = journal.read()
+    Journal(journal.path).repair()  # a line cut short by a kill is dropped (read) and cut before the next append
     want = {"kind": "header", "settings": settings.to_dict(), "graph": table.graph, "table": str(table.source),
             "mean_trial_s": mean_trial_seconds(table)}
     if header is None:

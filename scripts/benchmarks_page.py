@@ -620,6 +620,23 @@ def verdict_lines(verdicts: pd.DataFrame) -> list[str]:
                  "evidence."]
 
 
+def pool_limit_lines(summary: pd.DataFrame) -> list[str]:
+    """The cells where a search ran out of its pool (``kgtuner.bench.compare.summarize``'s ``repeats``: suggestions
+    mapped to a recorded run the search already had), one line: there its later trials re-ran recorded runs
+    where a live search would have tried new configurations, so its figure leans against it."""
+    from kgtuner.bench.compare import is_bracket
+
+    hit = summary[(summary["repeats"] > 0) & ~summary["algorithm"].map(is_bracket)]
+    if hit.empty:
+        return []
+    cells = "; ".join(f"{SEARCH_LABELS.get(r.algorithm, r.algorithm)} on {r.graph} at {r.workers} worker(s), budget "
+                      f"{r.budget_trials:g}: {r.repeats:.0f} of {r.trials:.0f} trials" for r in
+                      hit.sort_values(["graph", "algorithm", "workers", "budget_trials"]).itertuples())
+    return [f"- Where a search ran out of the table's pool, it re-ran recorded runs (mean per search; `rep` in the "
+            f"summaries) where a live search would have tried new configurations, so its figure there leans against "
+            f"it: {cells}."]
+
+
 def replay_frames(replay_root: Path) -> dict[tuple[str, str], pd.DataFrame]:
     """{(graph, study): results frame} of every replay journal under ``replay_root`` (each read once)."""
     from kgtuner.bench.benchmark import ResultsJournal, results_frame
@@ -700,7 +717,8 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
             plot_anytime(df, png)
             md += [f"![anytime curves on {graph}: {title}]({rel}/{png.name})", ""]
             if names[0] == "main" and graph in replayed_graphs(frames):
-                md += verdict_lines(cell_verdicts(strategies_frame(frames, graph))) + [""]
+                both = strategies_frame(frames, graph)
+                md += verdict_lines(cell_verdicts(both)) + pool_limit_lines(summarize(both)) + [""]
         if table is not None:
             srcc = subgraph_srcc(table)
             if srcc:
@@ -822,11 +840,12 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path,
                "bracket was replayed):", "",
                "| graph | workers | budget (mean full-graph trials) | seeds | KGTuner | KGTuner, misses lost | "
                "KGTuner minus ... |", "|---|---|---|---|---|---|---|"]
-        verdicts = []
+        verdicts, summaries = [], []
         for graph, df in sorted(main.items()):
             both = strategies_frame(frames, graph)
             s = summarize(both)
             verdicts.append(cell_verdicts(both))
+            summaries.append(s)
             for (workers, budget), g in s.groupby(["workers", "budget_trials"]):
                 ref = g[g["algorithm"] == REFERENCE]
                 if ref.empty:
@@ -840,7 +859,8 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path,
                                    if np.isfinite(o.diff) and not is_bracket(o.algorithm))
                 md.append(f"| {graph} | {workers} | {budget:g} | {int(r['seeds'])} | {r['test_mrr']:.4f} | {lost_mrr} "
                           f"| {others} |")
-        md += [""] + verdict_lines(pd.concat(verdicts, ignore_index=True))
+        md += [""] + verdict_lines(pd.concat(verdicts, ignore_index=True)) + pool_limit_lines(
+            pd.concat(summaries, ignore_index=True))
     progress = in_progress(tables_root, frames)
     if progress:
         md += ["", ("Not yet answered on " if not main else "Still in progress on ")

@@ -231,24 +231,30 @@ def test_collect_then_render_puts_every_figure_in_a_committed_file(page, tmp_pat
     assert docs_page.read_text() == text
 
 
-def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path):
-    """The repository's docs/benchmarks/ files render the page: the recording's progress from the cards, the live
-    suites with their paired tests, and a named command for each section whose data is not committed."""
+def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, monkeypatch):
+    """The repository's docs/benchmarks/ files render the page: the recording's progress from the cards, the replay
+    journals, the live suites with their paired tests, and a named command for each section whose data is not
+    committed. Rendered in a copy of the repository's layout, with the same relative paths as the committed page."""
     import shutil
 
     from scipy import stats
 
-    docs = tmp_path / "benchmarks"
-    docs.mkdir()
+    docs = tmp_path / "docs" / "benchmarks"
+    docs.mkdir(parents=True)
     for f in (REPO / "docs" / "benchmarks").glob("*"):
         if f.suffix in (".parquet", ".json"):
             shutil.copy(f, docs / f.name)
-    shutil.copytree(REPO / "docs" / "benchmarks" / "tables", tmp_path / "tables")
+    shutil.copytree(REPO / "docs" / "benchmarks" / "tables", docs / "tables")
+    if (REPO / "docs" / "benchmarks" / "replay").is_dir():  # the replay journals, once committed
+        shutil.copytree(REPO / "docs" / "benchmarks" / "replay", docs / "replay",
+                        ignore=shutil.ignore_patterns("results.parquet"))  # the page writes it again
     readme = tmp_path / "README.md"
     shutil.copy(REPO / "README.md", readme)
-    assert page.main(["--page", str(tmp_path / "benchmarks.md"), "--readme", str(readme), "--tables",
-                      str(tmp_path / "tables"), "--replay", str(tmp_path / "no_replay")]) == 0
-    text = (tmp_path / "benchmarks.md").read_text()
+    monkeypatch.chdir(tmp_path)
+    assert page.main(["--page", "docs/benchmarks.md", "--readme", "README.md", "--tables", "docs/benchmarks/tables",
+                      "--replay", "docs/benchmarks/replay"]) == 0
+    replayed = page.replayed_graphs(page.replay_frames(docs / "replay"))
+    text = (tmp_path / "docs" / "benchmarks.md").read_text()
     large = text[text.index("## Live end-to-end check"):text.index("# Small graphs")]
     live = pd.read_parquet(docs / "large_results.parquet")
     wide = live.pivot_table(index=["dataset", "model", "seed"], columns="algorithm", values="test_mrr")
@@ -256,9 +262,9 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path):
     assert f"| random | {len(wide)} |" in large and f"| {p:.3g} |" in large
     assert ("TPE" in large) == ("tpe" in set(live["algorithm"]))
     assert ("load average" in large) == (docs / "large_searches.parquet").is_file()
-    for card in (tmp_path / "tables").glob("*/card.json"):
+    for card in (docs / "tables").glob("*/card.json"):
         c = json.loads(card.read_text())
-        if c["graph"] != "demo" and not (tmp_path / "no_replay" / c["graph"]).exists():
+        if c["graph"] != "demo" and c["graph"] not in replayed:
             assert f"| {c['graph']} | {c['runs']} | {sum(c['planned'].values())} |" in text
     # a section whose data is not committed names the command that makes it
     assert (page.SRCC_COMMAND in text) == (not (docs / "srcc_runs.parquet").is_file())
@@ -333,7 +339,8 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
     def row(algorithm, workers, budget, seed, mrr):
         return {"graph": "codex-m", "algorithm": algorithm, "on_miss": "lose" if "lose" in algorithm else "nearest",
                 "workers": workers, "budget_trials": budget, "budget_s": 100.0 * budget, "seed": seed,
-                "valid_mrr": mrr, "test_mrr": mrr, "trials": 10, "misses": 0, "repeats": 0, "mean_distance": 0.0,
+                "valid_mrr": mrr, "test_mrr": mrr, "trials": 10, "misses": 0, "mean_distance": 0.0,
+                "repeats": 4 if (algorithm, workers, budget) == ("random", 1, 100.0) else 0,  # its pool ran out
                 "searcher_s": 0.1, "anytime_json": json.dumps([[1.0, mrr, mrr]])}
 
     noise = {s: rng.normal(0, 0.01) for s in range(30)}  # KGTuner's and TPE's answers are the same, seed by seed
@@ -357,6 +364,8 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
             "better in 2, worse in 0, undecided in 4 of 6 cells; against RF+BORE better in 0, worse in 6, undecided "
             "in 0 of 6 cells; against TPE better in 0, worse in 0, undecided in 6 of 6 cells.") in md
     assert "These are 24 paired tests at p < 0.05: about 1 could pass by chance" in md
+    assert md.count("re-ran recorded runs") == 1 and "so its figure there leans against it: random search on codex-m " \
+        "at 1 worker(s), budget 100: 4 of 10 trials." in md
     # a bracket replayed in part decides nothing yet: one mapping, and no "misses lost" figures
     partial = {**frames, ("codex-m", "miss_bracket"): pd.DataFrame(bracket[:-1])}
     text = "\n".join(page.readme_block(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=partial))

@@ -92,3 +92,6 @@ def test_the_anytime_curve_scores_a_search_without_an_answer_yet_as_zero():
     searches = pd.DataFrame([_row("kgtuner", 0, 0.4, anytime=[[10.0, None, None], [50.0, 0.4, 0.4]]),
                              _row("kgtuner", 1, None, anytime=[[10.0, None, None]])])  # never an answer
     assert mean_anytime(searches, xs) == pytest.approx([NO_ANSWER_MRR, NO_ANSWER_MRR, 0.2, 0.2])
+    # an answer from a trial the budget's end cut reports at the end, written rounded to the millisecond: it counts
+    at_end = _row("kgtuner", 2, 0.3, anytime=[[100.0005, 0.3, 0.3]])  # a budget of 100 s
+    assert mean_anytime(pd.DataFrame([*searches.to_dict("records"), at_end]), xs)[-1] == pytest.approx(0.7 / 3)

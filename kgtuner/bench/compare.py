@@ -18,6 +18,7 @@ validation MRR and its full-graph validation MRR (each expanded size separately)
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from typing import Any
@@ -263,6 +264,11 @@ def table_best_test(table) -> float | None:
     return max(vals) if vals else None
 
 
+#: The anytime curves' times are written rounded to this many seconds: a point at the budget's end may read
+#: just past it (a stage-2 trial cut by the budget reports at its end).
+ANYTIME_ROUNDING_S = 1e-3
+
+
 def mean_anytime(searches, xs: np.ndarray) -> np.ndarray:
     """The mean over ``searches`` (rows of one algorithm and cell, with ``anytime_json`` and ``budget_s``) of the
     test MRR of each search's current answer at the budget shares ``xs``; a search without an answer yet (or ever)
@@ -270,7 +276,9 @@ def mean_anytime(searches, xs: np.ndarray) -> np.ndarray:
     curves = []
     for r in searches.itertuples(index=False):
         pts = json.loads(r.anytime_json)
-        t = np.array([p[0] for p in pts], dtype=float) / float(r.budget_s)
+        budget = float(r.budget_s)
+        t = np.array([p[0] for p in pts], dtype=float)
+        t = np.where(t <= budget + ANYTIME_ROUNDING_S, np.minimum(t, budget), t) / budget  # the end, rounded up
         v = np.array([np.nan if p[2] is None else p[2] for p in pts], dtype=float)
         idx = np.searchsorted(t, xs, side="right") - 1
         held = v[np.clip(idx, 0, None)] if len(v) else np.full(len(xs), np.nan)
@@ -288,11 +296,15 @@ def plot_anytime(df, path, grid: int = 60) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cells = sorted({(int(w), float(b)) for w, b in zip(df["workers"], df["budget_trials"])})
-    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.4), squeeze=False)
+    workers, budgets = sorted({int(w) for w in df["workers"]}), sorted({float(b) for b in df["budget_trials"]})
+    fig, axes = plt.subplots(len(workers), len(budgets), figsize=(4.2 * len(budgets), 3.2 * len(workers)),
+                             squeeze=False)  # a row per worker count, a column per budget
     xs = np.linspace(0, 1, grid)
-    for ax, (w, b) in zip(axes[0], cells):
-        cell = common_seeds(df[(df.workers == w) & (df.budget_trials == b)])
+    for (i, w), (j, b) in itertools.product(enumerate(workers), enumerate(budgets)):
+        ax, cell = axes[i][j], common_seeds(df[(df.workers == w) & (df.budget_trials == b)])
+        if cell.empty:
+            ax.axis("off")
+            continue
         for algorithm, g in cell.groupby("algorithm"):
             ax.plot(xs, mean_anytime(g, xs), label=algorithm)
         ax.set_title(f"{w} worker(s), {b:g} trials' budget", fontsize=9)

@@ -777,6 +777,26 @@ def section_defaults(df, progress: dict[str, tuple[int, int]] | None = None) -> 
     return md + [""]
 
 
+def defaults_line(frames: dict[tuple[str, str], pd.DataFrame]) -> list[str]:
+    """The README's line on part 4: the defaults the ``defaults`` grids changed, once complete on both graphs."""
+    from kgtuner.bench.benchmark import STUDIES
+    from kgtuner.bench.compare import CONFIRM_ON, DECIDE_ON, decide_defaults, variant_verdicts
+
+    planned = len(STUDIES["defaults"].cells())
+    progress = replay_progress(frames, "defaults")
+    if any(progress.get(g, (0, planned))[0] < planned for g in (DECIDE_ON, CONFIRM_ON)):
+        return []
+    df = pd.concat([frames[g, "defaults"] for g in (DECIDE_ON, CONFIRM_ON)], ignore_index=True)
+    changed = [r["variant"] for r in decide_defaults(variant_verdicts(df)) if r["change"]]
+    one = len(changed) == 1
+    what = (f"{', '.join(f'`{v}`' for v in changed)} won on both graphs and "
+            f"{'becomes the default' if one else 'become the defaults'}" if changed else
+            "no variant won on both graphs, so the paper's values stay the defaults")
+    return ["", f"KGTuner's defaults (stage-1 share, `top_k`, Thompson draws, stage 2's warm forest), decided on "
+                f"{DECIDE_ON} and confirmed on {CONFIRM_ON} at 8 workers by the rule fixed before the runs: {what} "
+                "([decisions](docs/benchmarks.md#kgtuners-defaults-the-decisions))."]
+
+
 def table_progress(tables_root: Path) -> list[dict]:
     """Per recorded table (its card.json): graph, runs, planned runs, per pool, hours so far."""
     out = []
@@ -861,6 +881,7 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path,
                           f"| {others} |")
         md += [""] + verdict_lines(pd.concat(verdicts, ignore_index=True)) + pool_limit_lines(
             pd.concat(summaries, ignore_index=True))
+    md += defaults_line(frames)
     progress = in_progress(tables_root, frames)
     if progress:
         md += ["", ("Not yet answered on " if not main else "Still in progress on ")

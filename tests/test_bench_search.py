@@ -398,6 +398,11 @@ def test_the_defaults_decisions_are_shown_only_once_both_graphs_defaults_grids_a
     df = pd.concat(frames.values(), ignore_index=True)
     md = "\n".join(page.section_defaults(df, page.replay_progress(frames, "defaults")))
     assert "| `kgtuner[top_k=5]` | codex-m | 30 |" in md and "| `kgtuner[top_k=5]` | wins | wins |" in md
+    readme = "\n".join(page.defaults_line(frames))
+    assert "decided on codex-m and confirmed on wn18rr" in readme and "won on both graphs and become the defaults" in readme
     partial = {**frames, ("wn18rr", "defaults"): frames["wn18rr", "defaults"].iloc[:-1]}
     md = "\n".join(page.section_defaults(df, page.replay_progress(partial, "defaults")))
     assert "| `kgtuner[top_k=5]`" not in md and "codex-m: 630 of 630 searches; wn18rr: 629 of 630 searches" in md
+    assert page.defaults_line(partial) == []
+    same = {k: v.assign(test_mrr=0.3 + 0.001 * v["seed"]) for k, v in frames.items()}  # no variant differs
+    assert "no variant won on both graphs, so the paper's values stay the defaults" in "\n".join(page.defaults_line(same))

@@ -630,7 +630,7 @@ def pool_limit_lines(summary: pd.DataFrame) -> list[str]:
     if hit.empty:
         return []
     cells = "; ".join(f"{SEARCH_LABELS.get(r.algorithm, r.algorithm)} on {r.graph} at {r.workers} worker(s), budget "
-                      f"{r.budget_trials:g}: {r.repeats:.0f} of {r.trials:.0f} trials" for r in
+                      f"{r.budget_trials:g}: {r.repeats:.1f} of {r.trials:.1f} trials" for r in
                       hit.sort_values(["graph", "algorithm", "workers", "budget_trials"]).itertuples())
     return [f"- Where a search ran out of the table's pool, it re-ran recorded runs (mean per search; `rep` in the "
             f"summaries) where a live search would have tried new configurations, so its figure there leans against "

@@ -308,6 +308,12 @@ def test_a_replay_killed_while_writing_a_result_goes_on_where_it_stopped(tmp_pat
     assert sorted(r["seed"] for r in again) == [0, 1]
     assert ResultsJournal(journal).read()[1] == again and len(journal.read_text().splitlines()) == len(lines)
     assert {r["seed"]: r["test_mrr"] for r in again} == {r["seed"]: r["test_mrr"] for r in whole}
+    # killed after the last result's text but before its newline: that line is cut too, and its cell replayed again
+    journal.write_text("".join(lines).rstrip("\n"))
+    replayed = []
+    assert len(run_benchmark(table, settings, journal, progress=lambda i, n, row: replayed.append(row["seed"]))) == 2
+    assert replayed == [1] and len(journal.read_text().splitlines()) == len(lines)
+    assert len(ResultsJournal(journal).read()[1]) == 2
 
 
 def test_a_search_without_a_full_graph_answer_has_empty_mrrs_and_scores_zero_in_every_figure():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,15 @@ def test_large_suite_cells_run_two_trials_in_flight_with_per_dataset_controls(be
     assert "cluster.num_cpus=1" in main and "trial.stage2.max_steps=300" in main
 
 
+def committed(folder: Path, name: str) -> list[Path]:
+    """The files called ``name`` under ``folder`` that git tracks (every one where this is no git checkout): what
+    a fresh clone holds, not what a running benchmark is writing beside it."""
+    proc = subprocess.run(["git", "ls-files", "-z", "--", str(folder)], cwd=REPO, capture_output=True)
+    if proc.returncode != 0:
+        return sorted(folder.rglob(name))
+    return sorted(REPO / f for f in proc.stdout.decode().split("\0") if f and Path(f).name == name)
+
+
 @pytest.fixture(scope="module")
 def page():
     return load_script("benchmarks_page")
@@ -237,7 +247,7 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, m
     committed. Rendered in a copy of the repository's layout, with the same relative paths as the committed page."""
     import shutil
 
-    from scipy import stats
+    from kgtuner.bench.compare import wilcoxon_p
 
     docs = tmp_path / "docs" / "benchmarks"
     docs.mkdir(parents=True)
@@ -245,9 +255,10 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, m
         if f.suffix in (".parquet", ".json"):
             shutil.copy(f, docs / f.name)
     shutil.copytree(REPO / "docs" / "benchmarks" / "tables", docs / "tables")
-    if (REPO / "docs" / "benchmarks" / "replay").is_dir():  # the replay journals, once committed
-        shutil.copytree(REPO / "docs" / "benchmarks" / "replay", docs / "replay",
-                        ignore=shutil.ignore_patterns("results.parquet"))  # the page writes it again
+    for journal in committed(REPO / "docs" / "benchmarks" / "replay", "journal.jsonl"):  # the replay journals
+        target = docs / journal.relative_to(REPO / "docs" / "benchmarks")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(journal, target)
     readme = tmp_path / "README.md"
     shutil.copy(REPO / "README.md", readme)
     monkeypatch.chdir(tmp_path)
@@ -258,7 +269,7 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, m
     large = text[text.index("## Live end-to-end check"):text.index("# Small graphs")]
     live = pd.read_parquet(docs / "large_results.parquet")
     wide = live.pivot_table(index=["dataset", "model", "seed"], columns="algorithm", values="test_mrr")
-    p = stats.wilcoxon(wide["kgtuner"] - wide["random"]).pvalue
+    p = wilcoxon_p((wide["kgtuner"] - wide["random"]).to_numpy())
     assert f"| random | {len(wide)} |" in large and f"| {p:.3g} |" in large
     assert ("TPE" in large) == ("tpe" in set(live["algorithm"]))
     assert ("load average" in large) == (docs / "large_searches.parquet").is_file()
@@ -365,7 +376,7 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
             "in 0 of 6 cells; against TPE better in 0, worse in 0, undecided in 6 of 6 cells.") in md
     assert "These are 24 paired tests at p < 0.05: about 1 could pass by chance" in md
     assert md.count("re-ran recorded runs") == 1 and "so its figure there leans against it: random search on codex-m " \
-        "at 1 worker(s), budget 100: 4 of 10 trials." in md
+        "at 1 worker(s), budget 100: 4.0 of 10.0 trials." in md
     # a bracket replayed in part decides nothing yet: one mapping, and no "misses lost" figures
     partial = {**frames, ("codex-m", "miss_bracket"): pd.DataFrame(bracket[:-1])}
     text = "\n".join(page.readme_block(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=partial))

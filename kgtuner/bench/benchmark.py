@@ -306,8 +306,8 @@ def run_benchmark(table, settings: BenchmarkSettings, journal_path: str | Path, 
     from kgtuner.bench.record import Journal
 
     journal = ResultsJournal(journal_path)
+    Journal(journal.path).repair()  # a last line cut short by a kill (no newline) is cut: that cell is replayed again
     header, rows = journal.read()
-    Journal(journal.path).repair()  # a line cut short by a kill is dropped (read) and cut before the next append
     want = {"kind": "header", "settings": settings.to_dict(), "graph": table.graph, "table": str(table.source),
             "mean_trial_s": mean_trial_seconds(table)}
     if header is None:

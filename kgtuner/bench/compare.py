@@ -264,8 +264,8 @@ def table_best_test(table) -> float | None:
     return max(vals) if vals else None
 
 
-#: The anytime curves' times are written rounded to this many seconds: a point at the budget's end may read
-#: just past it (a stage-2 trial cut by the budget reports at its end).
+#: The anytime curves' times are written to the millisecond (rounded to the nearest): a point at the budget's end
+#: may read up to half of that past it (a stage-2 trial cut by the budget reports at its end).
 ANYTIME_ROUNDING_S = 1e-3
 
 
@@ -278,7 +278,7 @@ def mean_anytime(searches, xs: np.ndarray) -> np.ndarray:
         pts = json.loads(r.anytime_json)
         budget = float(r.budget_s)
         t = np.array([p[0] for p in pts], dtype=float)
-        t = np.where(t <= budget + ANYTIME_ROUNDING_S, np.minimum(t, budget), t) / budget  # the end, rounded up
+        t = np.where(t <= budget + ANYTIME_ROUNDING_S, np.minimum(t, budget), t) / budget  # the end, as written
         v = np.array([np.nan if p[2] is None else p[2] for p in pts], dtype=float)
         idx = np.searchsorted(t, xs, side="right") - 1
         held = v[np.clip(idx, 0, None)] if len(v) else np.full(len(xs), np.nan)
@@ -300,18 +300,21 @@ def plot_anytime(df, path, grid: int = 60) -> None:
     fig, axes = plt.subplots(len(workers), len(budgets), figsize=(4.2 * len(budgets), 3.2 * len(workers)),
                              squeeze=False)  # a row per worker count, a column per budget
     xs = np.linspace(0, 1, grid)
+    algorithms = sorted(df["algorithm"].unique())  # one colour per algorithm in every panel (a bracket has fewer)
+    colours = dict(zip(algorithms, itertools.cycle(plt.rcParams["axes.prop_cycle"].by_key()["color"])))
     for (i, w), (j, b) in itertools.product(enumerate(workers), enumerate(budgets)):
         ax, cell = axes[i][j], common_seeds(df[(df.workers == w) & (df.budget_trials == b)])
         if cell.empty:
             ax.axis("off")
             continue
         for algorithm, g in cell.groupby("algorithm"):
-            ax.plot(xs, mean_anytime(g, xs), label=algorithm)
+            ax.plot(xs, mean_anytime(g, xs), color=colours[algorithm], label=algorithm)
         ax.set_title(f"{w} worker(s), {b:g} trials' budget", fontsize=9)
         ax.set_xlabel("share of the budget")
         ax.set_ylabel("test MRR of the answer")
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
+    handles = [plt.Line2D([], [], color=colours[a], label=a) for a in algorithms]
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(algorithms), 4), fontsize=8)
+    fig.tight_layout(rect=(0, 0.1 if len(workers) == 1 else 0.06, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -273,6 +273,7 @@ def test_a_restart_skips_finished_runs_and_duplicates_none(tmp_path):
     assert len(sessions) == 2 and header["settings"] == s.to_dict()
     assert sum(line.startswith("[") for line in lines) == second["recorded_now"]  # a progress line per run
     assert br.record(s, out, log=lambda line: None)["recorded_now"] == 0
+    assert len(bt.load_journal(out)[1]) == 2  # nothing left to record: no session (commit, host) added to the card
 
 
 def test_settings_are_fixed_once_the_journal_exists(tmp_path):

@@ -391,14 +391,16 @@ def record(settings: RecordSettings, out: str | Path, *, command: str | None = N
         journal.append(header)
     else:
         check_header(header, settings, pools_, [r for r in records if r.get("kind") == "run"])
-    journal.append({"kind": "session", "started_unix": round(time.time(), 3), "pid": os.getpid(),
-                    "commit": git_commit(), "code": code_digest(), "command": command, "host": machine_info()["host"],
-                    "threads": torch.get_num_threads(), "nice": _nice()})
+    t_session = time.time()
+    # the session is written before its first run only: a call with nothing left to record (a complete table,
+    # continued by scripts/replay_benchmark.sh in every session) adds no session, commit or host to the card
+    session = {"kind": "session", "started_unix": round(t_session, 3), "pid": os.getpid(), "commit": git_commit(),
+               "code": code_digest(), "command": command, "host": machine_info()["host"],
+               "threads": torch.get_num_threads(), "nice": _nice()}
     rows = {r["run_id"]: r for r in records if r.get("kind") == "run"}
     log(f"{graphs.name}: {len(rows)} run(s) in {journal.path}; planned {pools_.planned_counts()} "
         f"(stage-1 graph {graphs.sub.name}: {graphs.sub.stats()['train']} train triples)")
     done_now = 0
-    t_session = time.time()
     chosen = [p for p in POOLS if p in set(pools)]
     for phase in [(p, "main") for p in chosen] + [(p, "noise") for p in chosen]:
         pool, kind = phase
@@ -416,6 +418,8 @@ def record(settings: RecordSettings, out: str | Path, *, command: str | None = N
             if max_runs is not None and done_now >= max_runs:
                 log(f"stopped after {done_now} run(s) (max_runs)")
                 return {"runs": len(rows), "recorded_now": done_now, "complete": False}
+            if done_now == 0:
+                journal.append(session)
             kg, fi = graphs.for_pool(pool)
             row = train_run(spec, kg, settings, filter_index=fi)
             row["session_unix"] = round(t_session, 3)
@@ -541,6 +545,8 @@ def pilot(settings: RecordSettings, out: str | Path, *, per_pool: int = 4, log: 
         for n, spec in enumerate(plans[pool], 1):
             if spec.run_id in have:
                 continue
+            if done_now == 0:
+                journal.append(session)
             kg, fi = graphs.for_pool(pool)
             row = train_run(spec, kg, settings, filter_index=fi)
             row["settings"] = settings.to_dict()

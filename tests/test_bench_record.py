@@ -614,3 +614,14 @@ def test_a_journal_continues_under_a_legacy_or_differing_fingerprint_when_its_ru
         br.check_header({**header, "fingerprint": {"stage1": "0" * 16}}, s, pools, bad)
     renamed = [dict(runs[0], run_id=runs[0]["run_id"].replace("-s0", "-s7"))]
     assert "does not name its pool" in pools.mismatches(renamed)[0]
+
+
+def test_the_pilot_times_runs_into_its_own_file_and_reuses_them(tmp_path):
+    """`kgtuner bench pilot`: its runs go to pilot.jsonl (never the journal), an estimate comes back, and a second
+    call with the same settings trains nothing again."""
+    s = tiny()
+    first = br.pilot(s, tmp_path, per_pool=1, pools=["stage1"], log=lambda line: None)
+    runs = [r for r in br.Journal(tmp_path / "pilot.jsonl").read() if r.get("kind") == "run"]
+    assert len(runs) == 1 and not (tmp_path / "journal.jsonl").exists()
+    assert first == br.pilot(s, tmp_path, per_pool=1, pools=["stage1"], log=lambda line: pytest.fail("trained again"))
+    assert len(br.Journal(tmp_path / "pilot.jsonl").read()) == 1

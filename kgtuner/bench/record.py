@@ -545,8 +545,6 @@ def pilot(settings: RecordSettings, out: str | Path, *, per_pool: int = 4, log: 
         for n, spec in enumerate(plans[pool], 1):
             if spec.run_id in have:
                 continue
-            if done_now == 0:
-                journal.append(session)
             kg, fi = graphs.for_pool(pool)
             row = train_run(spec, kg, settings, filter_index=fi)
             row["settings"] = settings.to_dict()

@@ -744,13 +744,22 @@ def _partial(frames: dict[tuple[str, str], pd.DataFrame], graph: str, study: str
     return f" (**partial**: {done} of the grid's {planned} searches)" if planned and done < planned else ""
 
 
+def defaults_progress(progress: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """{graph: (searches replayed, planned)} of the ``defaults`` grid on part 4's two graphs (``progress``:
+    ``replay_progress(frames, "defaults")``; a graph not replayed yet has none)."""
+    from kgtuner.bench.benchmark import STUDIES
+    from kgtuner.bench.compare import CONFIRM_ON, DECIDE_ON
+
+    planned = len(STUDIES["defaults"].cells())
+    return {g: progress.get(g, (0, planned)) for g in (DECIDE_ON, CONFIRM_ON)}
+
+
 def section_defaults(df, progress: dict[str, tuple[int, int]] | None = None) -> list[str]:
     """Part 4's decisions from the ``defaults`` grids, by the rule fixed in ``kgtuner.bench.compare`` before the
     runs (a variant wins on a graph when its paired test-MRR difference to the default is positive at p < ALPHA
     and no budget shows it worse; a default changes only when the confirming graph agrees). ``progress``:
     {graph: (searches replayed, planned)} of the ``defaults`` grid (``replay_progress``); until the grid is
     complete on both graphs, only its progress is shown (a partial grid decides nothing)."""
-    from kgtuner.bench.benchmark import STUDIES
     from kgtuner.bench.compare import ALPHA, CONFIRM_ON, DECIDE_ON, decide_defaults, variant_verdicts
 
     md = ["### KGTuner's defaults: the decisions", "",
@@ -759,8 +768,7 @@ def section_defaults(df, progress: dict[str, tuple[int, int]] | None = None) -> 
           f"p < {ALPHA:g} (the mean and the signed ranks on the same side) and no budget shows it worse at that level. "
           f"Decided on {DECIDE_ON}, confirmed on {CONFIRM_ON}; a default changes only when both say it wins.", ""]
     if progress is not None:
-        planned = len(STUDIES["defaults"].cells())
-        left = {g: progress.get(g, (0, planned)) for g in (DECIDE_ON, CONFIRM_ON)}
+        left = defaults_progress(progress)
         if any(done < n for done, n in left.values()):
             return md + ["Pending: the `defaults` grid decides once it is replayed in full on both graphs ("
                          + "; ".join(f"{g}: {done} of {n} searches" for g, (done, n) in left.items()) + ").", ""]
@@ -779,12 +787,9 @@ def section_defaults(df, progress: dict[str, tuple[int, int]] | None = None) -> 
 
 def defaults_line(frames: dict[tuple[str, str], pd.DataFrame]) -> list[str]:
     """The README's line on part 4: the defaults the ``defaults`` grids changed, once complete on both graphs."""
-    from kgtuner.bench.benchmark import STUDIES
     from kgtuner.bench.compare import CONFIRM_ON, DECIDE_ON, decide_defaults, variant_verdicts
 
-    planned = len(STUDIES["defaults"].cells())
-    progress = replay_progress(frames, "defaults")
-    if any(progress.get(g, (0, planned))[0] < planned for g in (DECIDE_ON, CONFIRM_ON)):
+    if any(done < n for done, n in defaults_progress(replay_progress(frames, "defaults")).values()):
         return []
     df = pd.concat([frames[g, "defaults"] for g in (DECIDE_ON, CONFIRM_ON)], ignore_index=True)
     changed = [r["variant"] for r in decide_defaults(variant_verdicts(df)) if r["change"]]

@@ -1,6 +1,6 @@
 """Early stopping within a stage (search.early_stop=asha): the per-stage ASHA scheduler, RF+BORE's
 low-fidelity observations, StagedSearcher's ranking, trials.parquet's ``rung``, config validation,
-and one end-to-end run with 8 logical GPUs."""
+and one end-to-end run with 4 logical GPUs."""
 
 from __future__ import annotations
 
@@ -288,12 +288,14 @@ def test_rungs_follow_rays_asha_rule():
 # ---------------------------------------------------------------------------------- end to end
 @pytest.mark.serial
 @pytest.mark.slow
-def test_asha_stops_trials_in_a_run_on_8_logical_gpus(tmp_path):
+def test_asha_stops_trials_in_a_run_on_4_logical_gpus(tmp_path):
+    # 4 slots, not the mission's 8 (test_launch_e2e's two-stage run has 8): half the trial actors to start on
+    # CI's 2 cores, and each stage still has more trials than slots, so actors serve a second trial
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "kgtuner.launch", f"hydra.run.dir={run_dir}", "cluster.include_dashboard=false",
-           # a trial budget (no stage deadline: robust on a loaded machine); 8 stage-1 trials reach
+           # a trial budget (no stage deadline: robust on a loaded machine); 4 stage-1 trials reach
            # rung 10 together, and every one below the 75th percentile of those before it is stopped
-           "cluster.num_gpus=8", "budget.seconds=null", "budget.trials=16", "search=kgtuner_asha",
+           "cluster.num_gpus=4", "budget.seconds=null", "budget.trials=12", "search=kgtuner_asha",
            "trial.stage1.valid_every=10", "trial.stage1.max_steps=160",
            "trial.stage2.valid_every=20", "trial.stage2.max_steps=100"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
@@ -309,7 +311,7 @@ def test_asha_stops_trials_in_a_run_on_8_logical_gpus(tmp_path):
         assert pd.isna(row["test_mrr"])
         assert f"trial {row['trial_id']} stopped by ASHA at rung {row['rung']}" in proc.stdout
     # Tune's own per-trial results: a stopped trial reported nothing after its stop, and the trial
-    # actors (reuse_actors) went on to serve later trials of their stage (8 worker processes a stage;
+    # actors (reuse_actors) went on to serve later trials of their stage (4 worker processes a stage;
     # the switch waits for every stage-1 trial, so Tune may retire idle stage-1 actors meanwhile)
     results = {p.parent.name[len("trial_"):]: [json.loads(line) for line in p.read_text().splitlines()]
                for p in (run_dir / "search").glob("trial_*/result.json")}
@@ -319,7 +321,7 @@ def test_asha_stops_trials_in_a_run_on_8_logical_gpus(tmp_path):
     assert len(results) == len(df)
     for stage in (1, 2):
         rows = [r for tid, r in results.items() if stage_of[tid] == stage]
-        assert len({r[-1]["pid"] for r in rows}) <= 8 < len(df)
+        assert len({r[-1]["pid"] for r in rows}) <= 4 < len(rows)
     assert len({r[-1]["pid"] for r in results.values()}) < len(df)  # some actor served a second trial
     assert summary["early_stop"]["scheduler"] == "asha"
     assert summary["early_stop"]["stopped"] == len(early)

@@ -163,13 +163,16 @@ def _group_sigterm_then_resume(tmp_path: Path, stage: int) -> None:
     assert len(final) > len(before)
 
 
+# Both run in make test-all. make test covers their path with test_ops_multinode's `ray job stop` (SIGINT to the
+# job's process group, then the resume), and an interruption after the switch with the Ray-killed test below.
 @pytest.mark.slow
-@pytest.mark.long  # make test-all; the stage-2 test below runs the same path after the switch, in make test
+@pytest.mark.long
 def test_a_stop_signal_to_the_whole_process_group_in_stage_1_keeps_every_finished_trial(tmp_path):
     _group_sigterm_then_resume(tmp_path, stage=1)
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_stop_signal_to_the_whole_process_group_in_stage_2_keeps_every_finished_trial(tmp_path):
     _group_sigterm_then_resume(tmp_path, stage=2)
 
@@ -198,15 +201,16 @@ def _descendants(pid: int) -> list:
 
 @pytest.mark.slow
 def test_ray_killed_under_the_driver_is_no_hang_and_the_resume_keeps_every_row(tmp_path):
-    """The raylet and the GCS SIGKILLed (what a kernel-delivered stop does to a job): the driver ends at once
-    with the resume command instead of waiting 60 s on the dead GCS; rows recorded after Tune's last saved
-    state are kept by the resume and fed to the searcher, none runs again, none is counted twice."""
+    """The raylet and the GCS SIGKILLed (what a kernel-delivered stop does to a job) in stage 2: the driver ends at
+    once with the resume command instead of waiting 60 s on the dead GCS; rows recorded after Tune's last saved
+    state are kept by the resume and fed to the searcher, none runs again, none is counted twice, and the resumed
+    search stays in stage 2."""
     run_dir = tmp_path / "run"
     budget = 40.0
     args = (f"budget.seconds={budget:g}", *FAST)
     proc = _Driver(tmp_path, run_dir, *args)
     try:
-        _wait_rows(run_dir, proc, lambda r: len(r) >= 6)
+        _wait_rows(run_dir, proc, lambda r: len(r) >= 6 and (r["stage"] == 2).any())
         ray = _ray_processes(proc.pid)
         for name in ("raylet", "gcs_server"):
             os.kill(ray[name], signal.SIGKILL)
@@ -224,7 +228,9 @@ def test_ray_killed_under_the_driver_is_no_hang_and_the_resume_keeps_every_row(t
     assert "dropped" not in resumed.stdout
     if ahead:  # rows recorded after Tune's last saved state: kept and handed to the restored searcher
         assert "their rows are kept" in resumed.stdout and all(t in resumed.stdout for t in ahead)
-    _check_resumed(run_dir, before, budget)
+    final = _check_resumed(run_dir, before, budget)
+    added = final[~final["trial_id"].isin(before["trial_id"])]
+    assert len(added) and set(added["stage"]) == {2}, final[["trial_id", "stage", "status"]]
 
 
 @pytest.mark.slow

@@ -16,12 +16,32 @@ import yaml
 
 from answer_helpers import check_search_left_the_answers_model
 
+from kgtuner.tune.run_dir import STATE_FILE, read_overrides
+
 pytestmark = pytest.mark.serial  # starts Ray or kgtuner launches: one at a time (make test)
 
 REPO = Path(__file__).resolve().parents[1]
 B = 70.0  # seconds of search budget in the 8-GPU run
 KEEP = 2  # answer.keep: trials that keep a model (the best KEEP when they end)
 EXPAND = {"batch_size": {256, 512}, "dim": {200, 400}}  # conf/space/decoupled.yaml, dataset demo
+
+
+#: The finished trial-budget search of ``finished_search``: 22 trials on 4 logical GPUs, top_k 2, short trials.
+FINISHED = ("cluster.num_gpus=4", "budget=trials", "budget.trials=22", "search.top_k=2", "trial.stage1.max_steps=50",
+            "trial.stage1.valid_every=25", "trial.stage2.max_steps=50", "trial.stage2.valid_every=25",
+            f"answer.keep={KEEP}", "trial.checkpoint_every_s=0")
+
+
+@pytest.fixture(scope="module")
+def finished_search(tmp_path_factory):
+    """One finished search, launched from outside the checkout: ``(run_dir, completed process)``. The stage-2
+    test checks it as launched; the budget-extension test, defined after it (pytest keeps a module's order),
+    then extends it in place. One search instead of two keeps CI's serial step shorter."""
+    cwd = tmp_path_factory.mktemp("finished-search")
+    run_dir = cwd / "run"
+    proc = subprocess.run(_cmd(run_dir, *FINISHED), cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return run_dir, proc
 
 
 def _cmd(run_dir, *overrides):
@@ -174,16 +194,11 @@ def test_interrupted_run_resumes_without_losing_trials(tmp_path):
 
 
 @pytest.mark.slow
-def test_stage2_starts_from_stage1_rows_and_spends_the_whole_trial_budget(tmp_path):
+def test_stage2_starts_from_stage1_rows_and_spends_the_whole_trial_budget(finished_search, tmp_path):
     """Issue 21: the stage-2 forest starts from every stage-1 row (summary.json stage2.prior_observations), and
     a trial budget larger than stage 2's candidates (top_k=2: 8 on the demo) is spent by exploring, not ended.
     The same search checks the answer's model it leaves (answer_helpers.check_search_left_the_answers_model)."""
-    run_dir = tmp_path / "run"
-    proc = subprocess.run(_cmd(run_dir, "cluster.num_gpus=4", "budget=trials", "budget.trials=22", "search.top_k=2",
-                               "trial.stage1.max_steps=50", "trial.stage1.valid_every=25", "trial.stage2.max_steps=50",
-                               "trial.stage2.valid_every=25", f"answer.keep={KEEP}", "trial.checkpoint_every_s=0"),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_dir, proc = finished_search
     df = pd.read_parquet(run_dir / "trials.parquet")
     summary = json.loads((run_dir / "summary.json").read_text())
     s1, s2 = df[df.stage == 1], df[df.stage == 2]
@@ -197,3 +212,44 @@ def test_stage2_starts_from_stage1_rows_and_spends_the_whole_trial_budget(tmp_pa
     assert set(s2["graph"]) == {"demo"}
     # the answer's model, scored independently, with what each trial kept
     check_search_left_the_answers_model(run_dir, proc.stdout, tmp_path, keep=KEEP)
+
+
+@pytest.mark.slow
+def test_a_finished_kgtuner_search_resumed_with_a_larger_budget(finished_search):
+    """Issue 25: the finished 22-trial search (11 per stage) resumed with budget.trials=26 continues, its stage split
+    kept (the added trials are stage 2's); a smaller budget is then refused. It extends the module's finished
+    search in place, after the stage-2 test above has checked it."""
+    run_dir, _ = finished_search
+    before = pd.read_parquet(run_dir / "trials.parquet")
+    assert len(before) == 22 and (before.stage == 1).sum() == 11
+
+    proc = subprocess.run(_cmd(run_dir, *FINISHED, "budget.trials=26", "resume=true"), cwd=REPO, capture_output=True,
+                          text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "budget extended from 22 to 26 trials (the finished search continues" in proc.stdout
+    after = pd.read_parquet(run_dir / "trials.parquet")
+    # no trial lost or counted twice; the first 22 untouched; the split kept: the added trials are stage 2's
+    assert len(after) == 26 and after["trial_id"].is_unique and sorted(after["trial_index"]) == list(range(26))
+    kept = after.set_index("trial_id").loc[before["trial_id"]]
+    assert kept["end_s"].tolist() == before["end_s"].tolist()
+    assert (after.stage == 1).sum() == 11 and (after.stage == 2).sum() == 15
+    new = after[~after["trial_id"].isin(before["trial_id"])]
+    assert (new.stage == 2).all() and set(new["graph"]) == {"demo"}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    budget = summary["budget"]
+    assert budget["trials"] == 26 and budget["started_with"] == 22
+    assert [(e["from"], e["to"], e["search_was"], e["trials_recorded"]) for e in budget["extensions"]] == \
+        [(22, 26, "finished", 22)]
+    assert budget["extension"].startswith("the stage split stays") and summary["trials_per_stage"] == {"1": 11, "2": 15}
+    assert summary["best"]["trial_id"] in set(after["trial_id"])
+    assert summary["best"]["valid"]["mrr"] == pytest.approx(after[after.stage == 2]["valid_mrr"].max())
+    state = json.loads((run_dir / STATE_FILE).read_text())
+    assert state["done"] and state["sessions"] == 2 and state["fingerprint"]["budget"]["trials"] == 26
+    assert read_overrides(run_dir)[-1] == "budget.trials=26"
+
+    # the extended budget is the run's now: less is refused, one line, nothing changed
+    refused = subprocess.run(_cmd(run_dir, *FINISHED, "resume=true"), cwd=REPO, capture_output=True, text=True,
+                             timeout=400)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert "budget.trials=22 is smaller than this search's budget.trials=26" in refused.stderr
+    assert len(pd.read_parquet(run_dir / "trials.parquet")) == 26

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -218,8 +219,12 @@ def test_stage2_starts_from_stage1_rows_and_spends_the_whole_trial_budget(finish
 def test_a_finished_kgtuner_search_resumed_with_a_larger_budget(finished_search):
     """Issue 25: the finished 22-trial search (11 per stage) resumed with budget.trials=26 continues, its stage split
     kept (the added trials are stage 2's); a smaller budget is then refused. It extends the module's finished
-    search in place, after the stage-2 test above has checked it."""
-    run_dir, _ = finished_search
+    search after the stage-2 test above has checked it, moved to another directory first: the trials the resume
+    adds keep their checkpoints in the new place, the answer's model with them (Tune's restored trial generator
+    pointed them at the old path)."""
+    first_dir, _ = finished_search
+    run_dir = first_dir.parent / "moved"
+    shutil.move(first_dir, run_dir)
     before = pd.read_parquet(run_dir / "trials.parquet")
     assert len(before) == 22 and (before.stage == 1).sum() == 11
 
@@ -227,6 +232,7 @@ def test_a_finished_kgtuner_search_resumed_with_a_larger_budget(finished_search)
                           text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "budget extended from 22 to 26 trials (the finished search continues" in proc.stdout
+    assert not first_dir.exists(), sorted(str(p) for p in first_dir.rglob("*"))[:10]
     after = pd.read_parquet(run_dir / "trials.parquet")
     # no trial lost or counted twice; the first 22 untouched; the split kept: the added trials are stage 2's
     assert len(after) == 26 and after["trial_id"].is_unique and sorted(after["trial_index"]) == list(range(26))
@@ -243,6 +249,9 @@ def test_a_finished_kgtuner_search_resumed_with_a_larger_budget(finished_search)
     assert budget["extension"].startswith("the stage split stays") and summary["trials_per_stage"] == {"1": 11, "2": 15}
     assert summary["best"]["trial_id"] in set(after["trial_id"])
     assert summary["best"]["valid"]["mrr"] == pytest.approx(after[after.stage == 2]["valid_mrr"].max())
+    for trial_id in new["trial_id"]:  # every added trial's checkpoints are in the run directory
+        assert list((run_dir / "search" / f"trial_{trial_id}").glob("checkpoint_*")), trial_id
+    assert set(summary["answer_model"]["files"]) == {"metrics.json", "embeddings.npz"}, summary["answer_model"]
     state = json.loads((run_dir / STATE_FILE).read_text())
     assert state["done"] and state["sessions"] == 2 and state["fingerprint"]["budget"]["trials"] == 26
     assert read_overrides(run_dir)[-1] == "budget.trials=26"

@@ -352,6 +352,7 @@ class Coordinator:
         from ray import tune
 
         from kgtuner.tune.answer_model import AnswerCallback
+        from kgtuner.tune.early_stop import RunDirFIFOScheduler
         from kgtuner.tune.progress import ProgressCallback
 
         _configure_tune()
@@ -374,7 +375,8 @@ class Coordinator:
             trainable,
             tune_config=tune.TuneConfig(
                 search_alg=self.strategy.searcher(space, self.slots),  # limits concurrency itself
-                scheduler=self.strategy.scheduler(), metric=METRIC, mode=MODE, num_samples=-1,
+                # FIFO without early stopping; either keeps a resumed copy's new trials in its run directory
+                scheduler=self.strategy.scheduler() or RunDirFIFOScheduler(), metric=METRIC, mode=MODE, num_samples=-1,
                 reuse_actors=True, trial_dirname_creator=trial_dirname),
             run_config=tune.RunConfig(
                 name=SEARCH_DIR, storage_path=str(self.run_dir), callbacks=[ProgressCallback(), AnswerCallback()],

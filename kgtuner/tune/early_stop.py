@@ -31,6 +31,7 @@ stopped trials) as JSON data (:mod:`kgtuner.search.state`), never a pickle.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -150,7 +151,43 @@ class Rungs:
         return " | ".join(f"step {m:g}: cutoff {self.cutoff(r)}" for m, r in reversed(self.milestones))
 
 
-class StagedASHAScheduler(FIFOScheduler):
+def follow_restored_storage(tune_controller, trial) -> None:
+    """Put a trial Tune adds to a resumed search where the restored trials are.
+
+    ``Tuner.restore`` re-points the trials it restores to the run directory it restores from, but its trial
+    generator is restored with the storage pickled when the search began (``search_gen_state-*``): after a
+    copied or moved run directory is resumed, the trials the search adds would write their checkpoints (the
+    kept models) under the old path. Tune adds the restored trials first, so the first trial's storage is the
+    run's; a trial whose storage points elsewhere gets Tune's own re-pointing (``Trial.set_storage``). A
+    fresh search's trials all share one storage, so nothing changes there.
+    """
+    get_trials = getattr(tune_controller, "get_trials", None)
+    storage = getattr(trial, "storage", None)
+    if get_trials is None or storage is None:
+        return
+    trials = get_trials()
+    if not trials or trials[0] is trial or getattr(trials[0], "storage", None) is None:
+        return
+    ref = trials[0].storage
+    if (storage.storage_fs_path, storage.experiment_dir_name) == (ref.storage_fs_path, ref.experiment_dir_name):
+        return
+    moved = copy.copy(storage)
+    moved.storage_filesystem = ref.storage_filesystem
+    moved.storage_fs_path = ref.storage_fs_path
+    moved.experiment_dir_name = ref.experiment_dir_name
+    trial.set_storage(moved)
+
+
+class RunDirFIFOScheduler(FIFOScheduler):
+    """Tune's FIFO scheduling, keeping the trials a resumed search adds in its run directory
+    (:func:`follow_restored_storage`). The scheduler of a search without early stopping."""
+
+    def on_trial_add(self, tune_controller, trial) -> None:
+        follow_restored_storage(tune_controller, trial)
+        super().on_trial_add(tune_controller, trial)
+
+
+class StagedASHAScheduler(RunDirFIFOScheduler):
     """One set of ASHA rungs per stage (``trial.config["stage"]``), never stopping a trial at ``max_t``.
 
     Args:
@@ -207,6 +244,7 @@ class StagedASHAScheduler(FIFOScheduler):
             return None
 
     def on_trial_add(self, tune_controller, trial) -> None:
+        follow_restored_storage(tune_controller, trial)
         stage = self._stage(trial)
         if stage in self.rung_sets:
             self.tracked[trial.trial_id] = stage

@@ -21,7 +21,7 @@ from kgtuner.search import RandomSearcher, RFBORESearcher, load_space
 from kgtuner.search import state as state_io
 from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
 from kgtuner.tune import events
-from kgtuner.tune.early_stop import AshaSettings, StagedASHAScheduler, parse_early_stop
+from kgtuner.tune.early_stop import AshaSettings, RunDirFIFOScheduler, StagedASHAScheduler, parse_early_stop
 from kgtuner.tune.results import ResultsStore, make_row
 from kgtuner.tune.settings import ExperimentSettings
 from kgtuner.tune.strategies.kgtuner import make_staged_searcher
@@ -48,6 +48,65 @@ def _added(sched, *trials):
     for t in trials:
         sched.on_trial_add(None, t)
     return trials
+
+
+# ------------------------------------------------------------------ a resumed copy's new trials stay in it
+class StoredTrial(FakeTrial):
+    """A trial with Ray Tune's storage (a real StorageContext) and Tune's ``set_storage``."""
+
+    def __init__(self, trial_id: str, storage):
+        super().__init__(trial_id, 2)
+        self.storage = storage
+
+    def set_storage(self, new_storage):
+        self.storage = new_storage
+
+
+class Controller:
+    """What a scheduler sees of Tune's controller in ``on_trial_add``: ``get_trials`` (added so far)."""
+
+    def __init__(self):
+        self.trials = []
+
+    def get_trials(self):
+        return self.trials
+
+    def add(self, scheduler, trial):
+        self.trials.append(trial)
+        scheduler.on_trial_add(self, trial)
+
+
+@pytest.mark.parametrize("scheduler", [RunDirFIFOScheduler(), StagedASHAScheduler(STAGES)], ids=["fifo", "asha"])
+def test_a_trial_added_to_a_resumed_search_follows_the_restored_trials_storage(scheduler, tmp_path):
+    # Tune restores the trials of a run directory copied to tmp/copy with their storage re-pointed there, but
+    # creates the trials the search adds from the storage pickled when the search began (tmp/original)
+    from ray.train._internal.storage import StorageContext
+
+    def storage(root):
+        return StorageContext(storage_path=str(tmp_path / root), experiment_dir_name="search", trial_dir_name="t")
+
+    tune = Controller()
+    restored = [StoredTrial("a", storage("copy")), StoredTrial("b", storage("copy"))]
+    for trial in restored:
+        tune.add(scheduler, trial)
+    assert [t.storage.storage_fs_path for t in restored] == [str(tmp_path / "copy")] * 2
+    new = StoredTrial("c", storage("original"))
+    tune.add(scheduler, new)
+    assert new.storage.storage_fs_path == str(tmp_path / "copy") and new.storage.experiment_dir_name == "search"
+    assert new.storage.trial_dir_name == "t"  # its own trial directory, under the run directory's search/
+    assert new.storage.trial_fs_path == f"{tmp_path / 'copy'}/search/t"
+
+    # a fresh search (one storage for all), a scheduler driven without Tune (the replay), no storage: unchanged
+    fresh = Controller()
+    first, second = StoredTrial("x", storage("run")), StoredTrial("y", storage("run"))
+    kept = second.storage
+    fresh.add(scheduler, first)
+    fresh.add(scheduler, second)
+    assert second.storage is kept
+    alone = StoredTrial("z", storage("elsewhere"))
+    scheduler.on_trial_add(None, alone)
+    assert alone.storage.storage_fs_path == str(tmp_path / "elsewhere")
+    scheduler.on_trial_add(tune, FakeTrial("w", 1))  # no storage attribute
 
 
 # ---------------------------------------------------------------------------------- the scheduler
@@ -289,8 +348,8 @@ def test_rungs_follow_rays_asha_rule():
 @pytest.mark.serial
 @pytest.mark.slow
 def test_asha_stops_trials_in_a_run_on_4_logical_gpus(tmp_path):
-    # 4 slots, not the mission's 8 (test_launch_e2e's two-stage run has 8): half the trial actors to start on
-    # CI's 2 cores, and each stage still has more trials than slots, so actors serve a second trial
+    # 4 slots, not the mission's 8 (test_launch_e2e's two-stage run has 8 slots, without ASHA): half the trial
+    # actors to start on CI's 2 cores, and each stage still has more trials than slots, so actors serve a second trial
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "kgtuner.launch", f"hydra.run.dir={run_dir}", "cluster.include_dashboard=false",
            # a trial budget (no stage deadline: robust on a loaded machine); 4 stage-1 trials reach

@@ -163,8 +163,10 @@ def _group_sigterm_then_resume(tmp_path: Path, stage: int) -> None:
     assert len(final) > len(before)
 
 
-# Both run in make test-all. make test covers their path with test_ops_multinode's `ray job stop` (SIGINT to the
-# job's process group, then the resume), and an interruption after the switch with the Ray-killed test below.
+# Both run in make test-all. make test covers their parts: a SIGTERM to the driver, its clean stop and the resume
+# (tests/test_run_dir_faults.py::test_sigterm_then_kill_9_each_resumed_loses_no_trial_and_counts_none_twice);
+# Ray's GCS and raylet left running by such a signal (SIGTERM blocked: tests/test_ops_local_ray.py); an interruption
+# after the switch, resumed (the Ray-killed test below).
 @pytest.mark.slow
 @pytest.mark.long
 def test_a_stop_signal_to_the_whole_process_group_in_stage_1_keeps_every_finished_trial(tmp_path):
@@ -230,7 +232,8 @@ def test_ray_killed_under_the_driver_is_no_hang_and_the_resume_keeps_every_row(t
         assert "their rows are kept" in resumed.stdout and all(t in resumed.stdout for t in ahead)
     final = _check_resumed(run_dir, before, budget)
     added = final[~final["trial_id"].isin(before["trial_id"])]
-    assert len(added) and set(added["stage"]) == {2}, final[["trial_id", "stage", "status"]]
+    assert set(added["stage"]) <= {2}, final[["trial_id", "stage", "status"]]  # still stage 2 after the resume
+    assert json.loads((run_dir / "kgtuner_state.json").read_text())["stage"] == 2
 
 
 @pytest.mark.slow

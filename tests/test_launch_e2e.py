@@ -36,8 +36,8 @@ FINISHED = ("cluster.num_gpus=4", "budget=trials", "budget.trials=22", "search.t
 @pytest.fixture(scope="module")
 def finished_search(tmp_path_factory):
     """One finished search, launched from outside the checkout: ``(run_dir, completed process)``. The stage-2
-    test checks it as launched; the budget-extension test, defined after it (pytest keeps a module's order),
-    then extends it in place. One search instead of two keeps CI's serial step shorter."""
+    test checks it as launched; the budget-extension test extends a copy of it (the original stays as it was).
+    One search instead of two keeps CI's serial step shorter."""
     cwd = tmp_path_factory.mktemp("finished-search")
     run_dir = cwd / "run"
     proc = subprocess.run(_cmd(run_dir, *FINISHED), cwd=cwd, capture_output=True, text=True, timeout=600)
@@ -216,15 +216,17 @@ def test_stage2_starts_from_stage1_rows_and_spends_the_whole_trial_budget(finish
 
 
 @pytest.mark.slow
-def test_a_finished_kgtuner_search_resumed_with_a_larger_budget(finished_search):
+def test_a_finished_kgtuner_search_resumed_with_a_larger_budget(finished_search, tmp_path):
     """Issue 25: the finished 22-trial search (11 per stage) resumed with budget.trials=26 continues, its stage split
-    kept (the added trials are stage 2's); a smaller budget is then refused. It extends the module's finished
-    search after the stage-2 test above has checked it, moved to another directory first: the trials the resume
-    adds keep their checkpoints in the new place, the answer's model with them (Tune's restored trial generator
-    pointed them at the old path)."""
+    kept (the added trials are stage 2's); a smaller budget is then refused. It extends a copy of the module's
+    finished search in another directory: the trials the resume adds keep their checkpoints in the copy, the
+    answer's model with them, and the original is left as it was (Tune's restored trial generator pointed them at
+    the original's path)."""
     first_dir, _ = finished_search
-    run_dir = first_dir.parent / "moved"
-    shutil.move(first_dir, run_dir)
+    files = lambda d: sorted(p.relative_to(d) for p in d.rglob("*"))  # noqa: E731
+    original = files(first_dir)
+    run_dir = tmp_path / "copy"
+    shutil.copytree(first_dir, run_dir)
     before = pd.read_parquet(run_dir / "trials.parquet")
     assert len(before) == 22 and (before.stage == 1).sum() == 11
 
@@ -232,7 +234,7 @@ def test_a_finished_kgtuner_search_resumed_with_a_larger_budget(finished_search)
                           text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "budget extended from 22 to 26 trials (the finished search continues" in proc.stdout
-    assert not first_dir.exists(), sorted(str(p) for p in first_dir.rglob("*"))[:10]
+    assert files(first_dir) == original, sorted(set(files(first_dir)) - set(original))[:10]
     after = pd.read_parquet(run_dir / "trials.parquet")
     # no trial lost or counted twice; the first 22 untouched; the split kept: the added trials are stage 2's
     assert len(after) == 26 and after["trial_id"].is_unique and sorted(after["trial_index"]) == list(range(26))

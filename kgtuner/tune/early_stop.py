@@ -244,7 +244,7 @@ class StagedASHAScheduler(RunDirFIFOScheduler):
             return None
 
     def on_trial_add(self, tune_controller, trial) -> None:
-        follow_restored_storage(tune_controller, trial)
+        super().on_trial_add(tune_controller, trial)  # a resumed copy's new trial: into its run directory
         stage = self._stage(trial)
         if stage in self.rung_sets:
             self.tracked[trial.trial_id] = stage

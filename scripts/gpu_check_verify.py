@@ -19,7 +19,9 @@ failed. Targets:
   validations: ``sigma^2 = mean(d^2) / 2``, ``d`` = seed 0 - seed 1); the device run draws other random
   numbers (torch's CUDA generator), so ``device - mean(cpu)`` has sd ``sqrt(1.5) sigma``: 4.9 sigma
   is 4 of those standard deviations;
-* oom: ``torch.OutOfMemoryError`` raised; ``memory_allocated()`` back within 32 MiB of the baseline;
+* oom: the in-process ``kgtuner.train.run`` raises kgtuner's one-line error naming the out-of-memory and the
+  sizes at fault (``KGTunerError: out of memory training ...``; a bare ``torch.OutOfMemoryError`` also
+  passes); ``memory_allocated()`` back within 32 MiB of the baseline;
   the next run ends ok; the CLI exits non-zero (not by a signal) naming the error;
 * launch: exit 0 and ``status: ok``; stage 1 and stage 2 trials; every trial on a GPU (``gpu`` not null,
   not ``cpu``); the injected failure (trial 1) recorded as failed and a trial started after it and
@@ -259,9 +261,11 @@ def check_oom(out: Path, step: Step, smoke: bool) -> None:
         step.add("N/A", "forced CUDA out-of-memory: no CUDA device (smoke run)")
     else:
         o = rec["oom"]
-        step.check(o.get("raised") == "OutOfMemoryError",
-                   f"kgtuner.train dim {rec['oom_dim']:,}, batch {rec['oom_batch']:,}: raised {o.get('raised')} "
-                   f"({o.get('message', '')[:80]})")
+        message = o.get("message", "")
+        named = o.get("raised") == "OutOfMemoryError" or (
+            o.get("raised") == "KGTunerError" and message.startswith("out of memory") and "train.dim=" in message)
+        step.check(named, f"kgtuner.train dim {rec['oom_dim']:,}, batch {rec['oom_batch']:,}: raised {o.get('raised')} "
+                          f"({message[:120]})")
         base, after = rec["baseline_bytes"], rec["after_oom_bytes"]
         step.check(after - base <= 32 * 2 ** 20,
                    f"memory_allocated after the OOM {after / 2**20:.1f} MiB vs baseline {base / 2**20:.1f} MiB "

@@ -176,6 +176,33 @@ def test_oom_checks(verify, tmp_path):
     assert sum(r == "FAIL" for r, _ in step.figures) == 2
 
 
+def test_oom_check_accepts_kgtuners_one_line_error_and_refuses_another_error(verify, tmp_path):
+    """kgtuner.train.run turns torch's OutOfMemoryError into one line naming the sizes (docs/gpu/run3 failed on
+    the older verifier, which wanted torch's own error); any other error still fails the check."""
+    rec = {"device": "cuda", "before": {"status": "ok"}, "after": {"status": "ok"}, "baseline_bytes": 50 << 20,
+           "after_oom_bytes": 50 << 20, "after_oom_before_gc_bytes": 50 << 20, "oom_dim": 106_274,
+           "oom_batch": 2_000_000,
+           "oom": {"raised": "KGTunerError", "message": "out of memory training complex on cuda with train.dim=106274, "
+                   "train.batch_size=2000000, train.negatives=64 (CUDA out of memory. Tried to allocate 158.49 GiB); "
+                   "lower train.batch_size, train.dim or train.negatives, or use a device with more memory"},
+           "cli": {"rc": 2, "names_oom": True, "last_line": "kgtuner: error: out of memory training complex"}}
+    (tmp_path / "oom").mkdir()
+
+    def figures(record):
+        (tmp_path / "oom" / "oom.json").write_text(json.dumps(record))
+        step = verify.Step("oom", 0, 30, 60)
+        verify.check_oom(tmp_path, step, smoke=False)
+        return step
+
+    step = figures(rec)
+    assert step.result == "PASS", step.figures
+    assert any("batch 2,000,000" in t and "train.batch_size=2000000" in t for _, t in step.figures)
+    rec["oom"] = {"raised": "KGTunerError", "message": "train.dim must be a positive even integer"}
+    assert figures(rec).result == "FAIL"
+    rec["oom"] = {"raised": "RuntimeError", "message": "out of memory training complex on cuda with train.dim=2"}
+    assert figures(rec).result == "FAIL"
+
+
 def test_learnable_biokg_loads_through_ogb_with_typed_candidates(tmp_path):
     from kgtuner.data import load_dataset
 

@@ -198,3 +198,66 @@ def test_rotate_distance_gradient_matches_the_plain_formula():
             torch.testing.assert_close(a, b)
         with torch.no_grad():
             torch.testing.assert_close(complex_l1(q, c), plain(q, c))
+
+
+@pytest.mark.parametrize("fn_name", ["ChunkedL1", "ChunkedComplexL1"])
+def test_chunked_shared_distances_match_the_one_shot_formula_in_value_and_gradient(fn_name):
+    """TransE's and RotatE's chunked scoring of shared candidates (uneven chunks of 3 of 7 candidates) gives the
+    one-shot values and gradients, for either input alone too."""
+    from kgtuner.kge.models import translational as tr
+
+    fn = getattr(tr, fn_name)
+
+    def one_shot(q, c):
+        if fn_name == "ChunkedL1":
+            return (q.unsqueeze(1) - c.unsqueeze(0)).abs().sum(-1)
+        return tr.complex_l1(q.unsqueeze(1), c.unsqueeze(0))
+
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(5, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    c = torch.randn(7, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: fn.apply(a, b, 3), (q, c))
+    w = torch.randn(5, 7, generator=g, dtype=torch.float64)
+    want = torch.autograd.grad((one_shot(q, c) * w).sum(), (q, c))
+    got = torch.autograd.grad((fn.apply(q, c, 3) * w).sum(), (q, c))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    (only_c,) = torch.autograd.grad((fn.apply(q.detach(), c, 3) * w).sum(), (c,))
+    torch.testing.assert_close(only_c, want[1])
+
+
+@pytest.mark.parametrize("name", ["transe", "rotate"])
+def test_a_distance_model_above_its_one_shot_size_trains_1vsall_in_chunks_with_the_same_gradients(name):
+    """Above ``one_shot_elements`` (forced to 0 here) a distance model scores all entities in chunks of
+    ``chunk_elements``: the 1VsAll loss and every embedding gradient equal the one-shot path's, and the forward
+    keeps no ``[B, C, d]`` tensor for the backward (checked on what autograd saves)."""
+    torch.manual_seed(0)
+    model = MODELS[name](50, 3, 16, gamma=6.0)
+    model.chunked_devices = ("cpu",)  # TransE chunks on CUDA only (CPU's cdist backward needs no [B, C, d])
+    h, r, t = torch.randint(0, 50, (6,)), torch.randint(0, 3, (6,)), torch.randint(0, 50, (6,))
+
+    def loss_and_grads(chunked: bool):
+        model.one_shot_elements = 0 if chunked else type(model).one_shot_elements
+        model.chunk_elements = 6 * 16 * 7 if chunked else type(model).chunk_elements  # 7 entities a chunk
+        model.zero_grad()
+        saved = []
+
+        def pack(x):
+            saved.append(x.numel())
+            return x
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+            scores = model.score_sp(h, r)
+        loss = torch.nn.functional.cross_entropy(scores, t)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in (model.entity.weight, model.relation.weight)], max(saved)
+
+    loss1, grads1, biggest1 = loss_and_grads(chunked=False)
+    loss2, grads2, biggest2 = loss_and_grads(chunked=True)
+    torch.testing.assert_close(loss2, loss1)
+    for a, b in zip(grads2, grads1):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    if name == "rotate":  # RotatE's one-shot path keeps [B, C, d/2] intermediates (cdist keeps its inputs only)
+        assert biggest1 >= 6 * 50 * 8
+    assert biggest2 <= 50 * 16  # the chunked path keeps its inputs only: the entity table is the largest
+

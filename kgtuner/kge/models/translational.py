@@ -4,7 +4,11 @@ Scores are ``gamma - ||q(h, r) - t||`` for every loss, as in the reference code:
 ``gamma`` (hyper-parameter) lets a true triple score above 0, so sigmoid-based losses can reach
 probabilities above 1/2 (with ``-distance`` alone every score is <= 0). Ranking and MR are
 unaffected by the shift. Scoring many candidates costs ``O(B * C * dim)`` without a matrix
-product, chunked over candidates when no gradient is needed.
+product, chunked over candidates when no gradient is needed. With gradients, scoring shared candidates
+(1VsAll, kVsAll, shared negatives) is done at once while its ``[B, C, dim]`` intermediates stay under
+``ONE_SHOT_ELEMENTS``, and above it by ``ChunkedL1`` / ``ChunkedComplexL1``, which score and differentiate a
+chunk of candidates at a time (TransE and RotatE at dim 2000, batch 1024, 1VsAll on a 94k-entity graph asked
+for 358-715 GiB at once: docs/gpu/run3).
 """
 
 from __future__ import annotations
@@ -19,10 +23,103 @@ from kgtuner.kge.models.bilinear import _require_multiple
 
 #: Elements of the ``[B, chunk, dim]`` intermediate allowed while scoring without gradients.
 _CHUNK_ELEMENTS = 1 << 25
+#: Elements of the ``[B, C, dim]`` intermediates that scoring shared candidates with gradients may reach at once
+#: (8 GiB of float32); above it, the chunked functions below score ``chunk_elements`` at a time.
+ONE_SHOT_ELEMENTS = 1 << 31
+#: Elements of one chunk's ``[B, chunk, dim]`` intermediates in ``ChunkedL1`` and ``ChunkedComplexL1``.
+CHUNK_ELEMENTS = 1 << 28
+
+
+def _spans(n: int, step: int):
+    return [(s, min(n, s + step)) for s in range(0, n, step)]
+
+
+class ChunkedL1(torch.autograd.Function):
+    """``||q_b - c_n||_1`` for every query and candidate, ``q [B, d]`` x ``cand [C, d]`` -> ``[B, C]``, ``step``
+    candidates at a time in both passes. ``torch.cdist``'s backward allocates the whole ``[B, C, d]`` at once;
+    here the gradient ``d/dq = sum_n g sign(q - c_n)`` (and its negative summed over queries for ``c``) is
+    accumulated chunk by chunk, so memory is one ``[B, step, d]`` sign tensor (and its temporary)."""
+
+    @staticmethod
+    def forward(ctx, q, cand, step):
+        ctx.save_for_backward(q, cand)
+        ctx.step = step
+        return torch.cat([torch.cdist(q, cand[s:e], p=1.0) for s, e in _spans(cand.shape[0], step)], dim=1)
+
+    @staticmethod
+    def backward(ctx, g):
+        q, cand = ctx.saved_tensors
+        need_q, need_c = ctx.needs_input_grad[:2]
+        gq = torch.zeros_like(q) if need_q else None
+        gc = torch.empty_like(cand) if need_c else None
+        for s, e in _spans(cand.shape[0], ctx.step):
+            sign = (q.unsqueeze(1) - cand[s:e].unsqueeze(0)).sign_()  # [B, chunk, d]
+            gs = g[:, s:e]
+            if need_q:
+                gq.add_(torch.bmm(gs.unsqueeze(1), sign).squeeze(1))
+            if need_c:
+                gc[s:e] = torch.einsum("bn,bnd->nd", gs, sign).neg_()
+        return gq, gc, None
+
+
+class ChunkedComplexL1(torch.autograd.Function):
+    """RotatE's distance ``sum_k |q_k - c_k|`` (complex moduli) for every query and shared candidate,
+    ``q [B, d]`` x ``cand [C, d]`` -> ``[B, C]``, ``step`` candidates at a time. The forward keeps no
+    intermediates; the backward recomputes each chunk's ``(q - c)`` and moduli (``ComplexL1`` keeps three
+    ``[B, C, d/2]`` tensors for all candidates at once)."""
+
+    @staticmethod
+    def forward(ctx, q, cand, step):
+        ctx.save_for_backward(q, cand)
+        ctx.step = step
+        q3 = q.unsqueeze(1)
+        return torch.cat([_moduli(q3, cand[s:e].unsqueeze(0))[2].sum(-1) for s, e in _spans(cand.shape[0], step)],
+                         dim=1)
+
+    @staticmethod
+    def backward(ctx, g):
+        q, cand = ctx.saved_tensors
+        need_q, need_c = ctx.needs_input_grad[:2]
+        gq = torch.zeros_like(q) if need_q else None
+        gc = torch.empty_like(cand) if need_c else None
+        q3 = q.unsqueeze(1)
+        for s, e in _spans(cand.shape[0], ctx.step):
+            dr, di, m = _moduli(q3, cand[s:e].unsqueeze(0))  # [B, chunk, d/2] each
+            w = g[:, s:e].unsqueeze(-1).div(m)
+            pr, pi = dr.mul_(w), di.mul_(w)
+            del m, w
+            if need_q:
+                gq.add_(torch.cat([pr.sum(1), pi.sum(1)], dim=-1))
+            if need_c:
+                gc[s:e] = torch.cat([pr.sum(0), pi.sum(0)], dim=-1).neg_()
+        return gq, gc, None
+
+
+@torch.compiler.disable  # a graph break under ``compile: true``: the chunk loop is not unrolled into the graph
+def _chunked(fn, q, cand, step):
+    return fn.apply(q, cand, step)
 
 
 class _Distance(KGEModel):
     BILINEAR = False
+    #: see ``ONE_SHOT_ELEMENTS`` and ``CHUNK_ELEMENTS`` (per model, so a test can force the chunked path)
+    one_shot_elements = ONE_SHOT_ELEMENTS
+    chunk_elements = CHUNK_ELEMENTS
+    #: device types where the one-shot path needs the ``[B, C, d]`` intermediates (None: all)
+    chunked_devices: tuple[str, ...] | None = None
+
+    def _shared(self, one_shot, chunked, q, cand):
+        """Distances ``[B, C]`` of ``q [B, d]`` to shared candidates ``cand [C, d]`` with gradients: ``one_shot``
+        while its ``[B, C, d]`` intermediates fit ``one_shot_elements``, else the chunked function."""
+        if (q.shape[0] * cand.shape[0] * q.shape[1] <= self.one_shot_elements
+                or (self.chunked_devices is not None and q.device.type not in self.chunked_devices)):
+            return one_shot(q, cand)
+        step = max(1, self.chunk_elements // max(1, q.shape[0] * q.shape[1]))
+        return _chunked(chunked, q, cand, step)
+
+    @staticmethod
+    def _needs_grad(*tensors) -> bool:
+        return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
     def _dist(self, diff_fn, q, cand):
         """Apply ``diff_fn(q [B,1,d], cand [B|1, C, d]) -> [B, C]`` (a distance) chunked over C when
@@ -50,6 +147,8 @@ class TransE(_Distance):
     """TransE: ``f = gamma - ||h + r - t||_1``."""
 
     NAME = "transe"
+    #: CUDA's ``torch.cdist`` backward allocates ``[B, C, d]`` at once; the CPU's does not, and is faster there
+    chunked_devices = ("cuda",)
 
     def tail_query(self, h, r):
         return h + r
@@ -59,7 +158,9 @@ class TransE(_Distance):
 
     def compare(self, q, cand):
         if cand.dim() == 2:
-            return self.gamma - torch.cdist(q, cand, p=1.0)
+            if self._needs_grad(q, cand):
+                return self.gamma - self._shared(_cdist_l1, ChunkedL1, q, cand)
+            return self.gamma - torch.cdist(q, cand, p=1.0)  # cdist's forward keeps no [B, C, d] intermediate
         return self.gamma - torch.cdist(q.unsqueeze(1), cand, p=1.0).squeeze(1)
 
     def compare_pairs(self, q, e):
@@ -99,6 +200,14 @@ class ComplexL1(torch.autograd.Function):
         q_shape, c_shape = ctx.shapes
         need_q, need_c = ctx.needs_input_grad
         return reduced(q_shape) if need_q else None, reduced(c_shape).neg_() if need_c else None
+
+
+def _cdist_l1(q, cand):
+    return torch.cdist(q, cand, p=1.0)
+
+
+def _complex_l1_shared(q, cand):
+    return complex_l1(q.unsqueeze(1), cand.unsqueeze(0))
 
 
 def complex_l1(q3, cand):
@@ -142,6 +251,8 @@ class RotatE(_Distance):
         return torch.cat([c * x + d * y, c * y - d * x], dim=-1)
 
     def compare(self, q, cand):
+        if cand.dim() == 2 and self._needs_grad(q, cand):
+            return self.gamma - self._shared(_complex_l1_shared, ChunkedComplexL1, q, cand)
         return self.gamma - self._dist(complex_l1, q, cand)
 
     def compare_pairs(self, q, e):

@@ -796,7 +796,7 @@ def defaults_line(frames: dict[tuple[str, str], pd.DataFrame]) -> list[str]:
     one = len(changed) == 1
     what = (f"{', '.join(f'`{v}`' for v in changed)} won on both graphs and "
             f"{'becomes the default' if one else 'become the defaults'}" if changed else
-            "no variant won on both graphs, so the paper's values stay the defaults")
+            "no variant won on both graphs, so every default stays as it was")
     return ["", f"KGTuner's defaults (stage-1 share, `top_k`, Thompson draws, stage 2's warm forest), decided on "
                 f"{DECIDE_ON} and confirmed on {CONFIRM_ON} at 8 workers by the rule fixed before the runs: {what} "
                 "([decisions](docs/benchmarks.md#kgtuners-defaults-the-decisions))."]

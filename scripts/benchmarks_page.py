@@ -637,6 +637,63 @@ def pool_limit_lines(summary: pd.DataFrame) -> list[str]:
             f"it: {cells}."]
 
 
+def loss_lines(both: pd.DataFrame, verdicts: pd.DataFrame, runs: pd.DataFrame | None) -> list[str]:
+    """Where KGTuner is *worse* (``verdicts``: :func:`kgtuner.bench.compare.cell_verdicts`), beside what its
+    stage 2 could train there (mean stage-2 runs per search against its ``top_k``, the rivals' trials, an expanded
+    run's recorded seconds against a full-graph run's on the table ``runs``), then what in the algorithm would have
+    to change. Empty where KGTuner is worse nowhere."""
+    from omegaconf import OmegaConf
+
+    from kgtuner.paths import CONF_DIR
+
+    worse = verdicts[verdicts["verdict"] == "worse"]
+    if worse.empty:
+        return []
+    top_k = OmegaConf.load(CONF_DIR / "search" / "kgtuner.yaml").top_k
+    main = both[both.get("on_miss", pd.Series("nearest", index=both.index)).fillna("nearest") == "nearest"]
+    mean = main.groupby(["workers", "budget_trials", "algorithm"]).agg(
+        trials=("trials", "mean"), stage2=("trials_stage2", "mean"), misses=("misses", "mean"),
+        stopped=("stopped", "mean"))
+    md = ["", "Where KGTuner is behind (a *worse* cell above), and what it could train there (means per search):"]
+    kinds = set()
+    for (workers, budget), cell in worse.groupby(["workers", "budget_trials"], sort=True):
+        behind = ", ".join(f"{SEARCH_LABELS.get(r.algorithm, r.algorithm)} by {-r.diff:.3f}" for r in cell.itertuples())
+        k = mean.loc[(workers, budget, "kgtuner")]
+        rivals = []
+        for r in cell.itertuples():
+            o = mean.loc[(workers, budget, r.algorithm)]
+            if r.algorithm == "kgtuner_asha":
+                kinds.add("asha")
+                rivals.append(f"KGTuner+ASHA started {o.trials:.1f} trials ({o.stopped:.1f} stopped early by ASHA, "
+                              f"{o.stage2:.1f} in stage 2)")
+            else:
+                kinds.add("one_stage" if k.stage2 < top_k else "other")
+                rivals.append(f"{SEARCH_LABELS.get(r.algorithm, r.algorithm)} {o.trials:.1f} full-graph trials")
+        md.append(f"- {workers} worker(s), budget {budget:g}: behind {behind}. KGTuner trained {k.stage2:.1f} "
+                  f"stage-2 runs of its top-{top_k} ({k.misses:.1f} of them without a recorded expansion, replaced by "
+                  f"the nearest) after {k.trials - k.stage2:.1f} stage-1 trials; " + "; ".join(rivals) + ".")
+    if runs is not None and {"pool", "seconds_total"} <= set(runs.columns):
+        secs = runs.groupby("pool")["seconds_total"].mean()
+        if {"expand", "full"} <= set(secs.index):
+            md.append(f"- On this table an expanded run (stage 2's sizes, full graph) takes {secs['expand']:.0f} s on "
+                      f"average, a full-space full-graph run {secs['full']:.0f} s.")
+    if "one_stage" in kinds:
+        md.append(f"- What would have to change: stage 2 must fit its share of the budget. Where that share affords "
+                  f"fewer expanded runs than `top_k` ({top_k}), KGTuner fine-tunes a few of its top configurations "
+                  "while a one-stage search tries about as many full-graph configurations as the budget's trials; it "
+                  "would have to lower `top_k` to what stage 2 affords, give stage 2 more of the budget, or fine-tune "
+                  "at smaller expanded sizes. The `defaults` grid tests `top_k` and the stage-1 share at 8 workers "
+                  "only, so it does not settle the 1-worker case.")
+    if "asha" in kinds:
+        ahead = verdicts[(verdicts["algorithm"] == "kgtuner_asha") & (verdicts["verdict"] == "better")]
+        where = ", ".join(f"{r.workers} worker(s) budget {r.budget_trials:g}" for r in ahead.itertuples())
+        md.append("- Against KGTuner+ASHA: early stopping bought breadth, many more configurations tried at the same "
+                  "budget. KGTuner without it is ahead of KGTuner+ASHA " + (f"at {where}" if where else "nowhere")
+                  + ", so neither is the better choice at every budget; what would have to change is when KGTuner "
+                  "stops trials early, chosen by the budget rather than fixed by the search's name.")
+    return md
+
+
 def replay_frames(replay_root: Path) -> dict[tuple[str, str], pd.DataFrame]:
     """{(graph, study): results frame} of every replay journal under ``replay_root`` (each read once)."""
     from kgtuner.bench.benchmark import ResultsJournal, results_frame
@@ -696,6 +753,8 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
         folder = Path(tables_root) / graph
         table = ReplayTable.load(folder) if (folder / "runs.parquet").is_file() else None
         best = table_best_test(table) if table is not None else None
+        runs = (pd.read_parquet(folder / "runs.parquet", columns=["pool", "seconds_total"])
+                if (folder / "runs.parquet").is_file() else None)
         card = json.loads((folder / "card.json").read_text()) if (folder / "card.json").is_file() else {}
         counts = card.get("counts") or {}
         scale = ", ".join(f"{pool} {c.get('runs', c) if isinstance(c, dict) else c}" for pool, c in counts.items())
@@ -718,7 +777,9 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
             md += [f"![anytime curves on {graph}: {title}]({rel}/{png.name})", ""]
             if names[0] == "main" and graph in replayed_graphs(frames):
                 both = strategies_frame(frames, graph)
-                md += verdict_lines(cell_verdicts(both)) + pool_limit_lines(summarize(both)) + [""]
+                verdicts = cell_verdicts(both)
+                md += (verdict_lines(verdicts) + pool_limit_lines(summarize(both))
+                       + loss_lines(both, verdicts, runs) + [""])
         if table is not None:
             srcc = subgraph_srcc(table)
             if srcc:

@@ -350,7 +350,8 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
     def row(algorithm, workers, budget, seed, mrr):
         return {"graph": "codex-m", "algorithm": algorithm, "on_miss": "lose" if "lose" in algorithm else "nearest",
                 "workers": workers, "budget_trials": budget, "budget_s": 100.0 * budget, "seed": seed,
-                "valid_mrr": mrr, "test_mrr": mrr, "trials": 10, "misses": 0, "mean_distance": 0.0,
+                "valid_mrr": mrr, "test_mrr": mrr, "trials": 10, "misses": 0, "mean_distance": 0.0, "stopped": 0,
+                "trials_stage2": 3 if algorithm.startswith("kgtuner") else 0,
                 "repeats": 4 if (algorithm, workers, budget) == ("random", 1, 100.0) else 0,  # its pool ran out
                 "searcher_s": 0.1, "anytime_json": json.dumps([[1.0, mrr, mrr]])}
 
@@ -394,6 +395,11 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
     docs.mkdir()
     text = "\n".join(page.section_replay(tmp_path / "replay", tmp_path / "tables", docs, "benchmarks"))
     assert "- codex-m: against KGTuner+ASHA better in 6, worse in 0, undecided in 0 of 6 cells;" in text
+    # where KGTuner is worse (behind RF+BORE in every cell), what it could train there and what would have to change
+    assert "Where KGTuner is behind" in text and text.count("behind RF+BORE by 0.") == 6
+    assert "KGTuner trained 3.0 stage-2 runs of its top-10" in text
+    assert "What would have to change: stage 2 must fit its share of the budget" in text
+    assert "Against KGTuner+ASHA" not in text  # KGTuner is never behind it here
 
 
 def test_the_defaults_decisions_are_shown_only_once_both_graphs_defaults_grids_are_complete(page):

@@ -228,17 +228,16 @@ def test_chunked_shared_distances_match_the_one_shot_formula_in_value_and_gradie
 
 @pytest.mark.parametrize("name", ["transe", "rotate"])
 def test_a_distance_model_above_its_one_shot_size_trains_1vsall_in_chunks_with_the_same_gradients(name):
-    """Above ``one_shot_elements`` (forced to 0 here) a distance model scores all entities in chunks of
-    ``chunk_elements``: the 1VsAll loss and every embedding gradient equal the one-shot path's, and the forward
+    """Above its device's one-shot limit (``chunk_limits``, forced to 0 here) a distance model scores all entities
+    in chunks: the 1VsAll loss and every embedding gradient equal the one-shot path's, and the forward
     keeps no ``[B, C, d]`` tensor for the backward (checked on what autograd saves)."""
     torch.manual_seed(0)
     model = MODELS[name](50, 3, 16, gamma=6.0)
-    model.chunked_devices = ("cpu",)  # TransE chunks on CUDA only (CPU's cdist backward needs no [B, C, d])
     h, r, t = torch.randint(0, 50, (6,)), torch.randint(0, 3, (6,)), torch.randint(0, 50, (6,))
 
     def loss_and_grads(chunked: bool):
-        model.one_shot_elements = 0 if chunked else type(model).one_shot_elements
-        model.chunk_elements = 6 * 16 * 7 if chunked else type(model).chunk_elements  # 7 entities a chunk
+        # 7 entities a chunk when chunked; else never (TransE chunks on CUDA only: CPU's cdist needs no [B, C, d])
+        model.chunk_limits = {"cpu": (0, 6 * 16 * 7)} if chunked else {}
         model.zero_grad()
         saved = []
 
@@ -261,3 +260,21 @@ def test_a_distance_model_above_its_one_shot_size_trains_1vsall_in_chunks_with_t
         assert biggest1 >= 6 * 50 * 8
     assert biggest2 <= 50 * 16  # the chunked path keeps its inputs only: the entity table is the largest
 
+
+def test_which_distance_models_chunk_on_which_device_by_default(monkeypatch):
+    """RotatE chunks on a CPU from 2^25 elements of [B, C, d] (faster there), elsewhere from 2^31 (memory only);
+    TransE only on CUDA, whose cdist backward allocates all of [B, C, d]."""
+    from kgtuner.kge.models import translational as tr
+
+    rotate, transe = MODELS["rotate"](10, 1, 4), MODELS["transe"](10, 1, 4)
+    assert rotate.chunk_limits["cpu"][0] == 1 << 25 and rotate.chunk_limits["default"][0] == tr.ONE_SHOT_ELEMENTS
+    assert transe.chunk_limits == {"cuda": (tr.ONE_SHOT_ELEMENTS, tr.CHUNK_ELEMENTS)}
+    calls = []
+    for fn in (tr.ChunkedComplexL1, tr.ChunkedL1):
+        monkeypatch.setattr(fn, "apply", (lambda f: lambda q, c, step: calls.append((f.__name__, step))
+                                          or torch.zeros(q.shape[0], c.shape[0]))(fn))
+    q = torch.randn(64, 4, requires_grad=True)
+    for n in ((1 << 25) // (64 * 4), (1 << 25) // (64 * 4) + 1):  # at 2^25 elements, then just above
+        for model in (rotate, transe):
+            model.compare(q, torch.randn(n, 4, requires_grad=True))
+    assert calls == [("ChunkedComplexL1", (1 << 22) // (64 * 4))]  # RotatE above its CPU limit only; TransE never

@@ -24,7 +24,7 @@ from kgtuner.kge.models.bilinear import _require_multiple
 #: Elements of the ``[B, chunk, dim]`` intermediate allowed while scoring without gradients.
 _CHUNK_ELEMENTS = 1 << 25
 #: Elements of the ``[B, C, dim]`` intermediates that scoring shared candidates with gradients may reach at once
-#: (8 GiB of float32); above it, the chunked functions below score ``chunk_elements`` at a time.
+#: (8 GiB of float32); above it, the chunked functions below score ``CHUNK_ELEMENTS`` at a time.
 ONE_SHOT_ELEMENTS = 1 << 31
 #: Elements of one chunk's ``[B, chunk, dim]`` intermediates in ``ChunkedL1`` and ``ChunkedComplexL1``.
 CHUNK_ELEMENTS = 1 << 28
@@ -44,7 +44,10 @@ class ChunkedL1(torch.autograd.Function):
     def forward(ctx, q, cand, step):
         ctx.save_for_backward(q, cand)
         ctx.step = step
-        return torch.cat([torch.cdist(q, cand[s:e], p=1.0) for s, e in _spans(cand.shape[0], step)], dim=1)
+        out = q.new_empty(q.shape[0], cand.shape[0])  # filled in place: no chunk results kept between the chunks'
+        for s, e in _spans(cand.shape[0], step):      # temporaries (on a CPU they kept glibc's heap from reuse)
+            out[:, s:e] = torch.cdist(q, cand[s:e], p=1.0)
+        return out
 
     @staticmethod
     def backward(ctx, g):
@@ -73,8 +76,10 @@ class ChunkedComplexL1(torch.autograd.Function):
         ctx.save_for_backward(q, cand)
         ctx.step = step
         q3 = q.unsqueeze(1)
-        return torch.cat([_moduli(q3, cand[s:e].unsqueeze(0))[2].sum(-1) for s, e in _spans(cand.shape[0], step)],
-                         dim=1)
+        out = q.new_empty(q.shape[0], cand.shape[0])  # filled in place, as in ChunkedL1.forward
+        for s, e in _spans(cand.shape[0], step):
+            torch.sum(_moduli(q3, cand[s:e].unsqueeze(0))[2], dim=-1, out=out[:, s:e])
+        return out
 
     @staticmethod
     def backward(ctx, g):
@@ -102,19 +107,18 @@ def _chunked(fn, q, cand, step):
 
 class _Distance(KGEModel):
     BILINEAR = False
-    #: see ``ONE_SHOT_ELEMENTS`` and ``CHUNK_ELEMENTS`` (per model, so a test can force the chunked path)
-    one_shot_elements = ONE_SHOT_ELEMENTS
-    chunk_elements = CHUNK_ELEMENTS
-    #: device types where the one-shot path needs the ``[B, C, d]`` intermediates (None: all)
-    chunked_devices: tuple[str, ...] | None = None
+    #: ``{device type: (one-shot limit, chunk)}`` in elements of ``[B, C, d]`` for scoring shared candidates with
+    #: gradients (``"default"``: other devices; a device with neither always scores at once). Per instance too, so
+    #: a test can force the chunked path.
+    chunk_limits: dict[str, tuple[int, int]] = {"default": (ONE_SHOT_ELEMENTS, CHUNK_ELEMENTS)}
 
     def _shared(self, one_shot, chunked, q, cand):
         """Distances ``[B, C]`` of ``q [B, d]`` to shared candidates ``cand [C, d]`` with gradients: ``one_shot``
-        while its ``[B, C, d]`` intermediates fit ``one_shot_elements``, else the chunked function."""
-        if (q.shape[0] * cand.shape[0] * q.shape[1] <= self.one_shot_elements
-                or (self.chunked_devices is not None and q.device.type not in self.chunked_devices)):
+        while its ``[B, C, d]`` intermediates fit the device's one-shot limit, else the chunked function."""
+        limits = self.chunk_limits.get(q.device.type, self.chunk_limits.get("default"))
+        if limits is None or q.shape[0] * cand.shape[0] * q.shape[1] <= limits[0]:
             return one_shot(q, cand)
-        step = max(1, self.chunk_elements // max(1, q.shape[0] * q.shape[1]))
+        step = max(1, limits[1] // max(1, q.shape[0] * q.shape[1]))
         return _chunked(chunked, q, cand, step)
 
     @staticmethod
@@ -148,7 +152,8 @@ class TransE(_Distance):
 
     NAME = "transe"
     #: CUDA's ``torch.cdist`` backward allocates ``[B, C, d]`` at once; the CPU's does not, and is faster there
-    chunked_devices = ("cuda",)
+    #: than ``ChunkedL1`` (``python scripts/bench_distance_chunks.py``)
+    chunk_limits = {"cuda": (ONE_SHOT_ELEMENTS, CHUNK_ELEMENTS)}
 
     def tail_query(self, h, r):
         return h + r
@@ -226,6 +231,9 @@ class RotatE(_Distance):
     """
 
     NAME = "rotate"
+    #: on a CPU the chunked distance is also faster once ``[B, C, d]`` passes about 2^24 elements: its chunks stay
+    #: in cache, where the one-shot intermediates stream through memory (``python scripts/bench_distance_chunks.py``)
+    chunk_limits = {"cpu": (1 << 25, 1 << 22), "default": (ONE_SHOT_ELEMENTS, CHUNK_ELEMENTS)}
 
     @classmethod
     def check_options(cls, dim, options):

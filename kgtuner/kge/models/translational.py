@@ -34,6 +34,56 @@ def _spans(n: int, step: int):
     return [(s, min(n, s + step)) for s in range(0, n, step)]
 
 
+def _chunked_forward(ctx, q, cand, step, distance):
+    """``distance(q, cand[s:e]) -> [B, e - s]`` over ``step`` candidates at a time, written into one output (no chunk
+    results kept between the chunks' temporaries: on a CPU they kept glibc's heap from reuse)."""
+    ctx.save_for_backward(q, cand)
+    ctx.step = step
+    out = q.new_empty(q.shape[0], cand.shape[0])
+    for s, e in _spans(cand.shape[0], step):
+        distance(q, cand[s:e], out[:, s:e])
+    return out
+
+
+def _chunked_backward(ctx, g, grads):
+    """Gradients of both inputs, accumulated chunk by chunk: ``grads(q, cand[s:e], g[:, s:e])`` gives the chunk's
+    ``(d/dq [B, d], d/dcand [e - s, d])`` (each None where that input needs none)."""
+    q, cand = ctx.saved_tensors
+    need_q, need_c = ctx.needs_input_grad[:2]
+    gq = torch.zeros_like(q) if need_q else None
+    gc = torch.empty_like(cand) if need_c else None
+    for s, e in _spans(cand.shape[0], ctx.step):
+        dq, dc = grads(q, cand[s:e], g[:, s:e], need_q, need_c)
+        if need_q:
+            gq.add_(dq)
+        if need_c:
+            gc[s:e] = dc
+    return gq, gc, None
+
+
+def _l1_into(q, c, out):
+    out.copy_(torch.cdist(q, c, p=1.0))
+
+
+def _l1_grads(q, c, g, need_q, need_c):
+    sign = (q.unsqueeze(1) - c.unsqueeze(0)).sign_()  # [B, chunk, d]
+    return (torch.bmm(g.unsqueeze(1), sign).squeeze(1) if need_q else None,
+            torch.einsum("bn,bnd->nd", g, sign).neg_() if need_c else None)
+
+
+def _complex_l1_into(q, c, out):
+    torch.sum(_moduli(q.unsqueeze(1), c.unsqueeze(0))[2], dim=-1, out=out)
+
+
+def _complex_l1_grads(q, c, g, need_q, need_c):
+    dr, di, m = _moduli(q.unsqueeze(1), c.unsqueeze(0))  # [B, chunk, d/2] each
+    w = g.unsqueeze(-1).div(m)
+    pr, pi = dr.mul_(w), di.mul_(w)
+    del m, w
+    return (torch.cat([pr.sum(1), pi.sum(1)], dim=-1) if need_q else None,
+            torch.cat([pr.sum(0), pi.sum(0)], dim=-1).neg_() if need_c else None)
+
+
 class ChunkedL1(torch.autograd.Function):
     """``||q_b - c_n||_1`` for every query and candidate, ``q [B, d]`` x ``cand [C, d]`` -> ``[B, C]``, ``step``
     candidates at a time in both passes. ``torch.cdist``'s backward allocates the whole ``[B, C, d]`` at once;
@@ -42,27 +92,11 @@ class ChunkedL1(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, cand, step):
-        ctx.save_for_backward(q, cand)
-        ctx.step = step
-        out = q.new_empty(q.shape[0], cand.shape[0])  # filled in place: no chunk results kept between the chunks'
-        for s, e in _spans(cand.shape[0], step):      # temporaries (on a CPU they kept glibc's heap from reuse)
-            out[:, s:e] = torch.cdist(q, cand[s:e], p=1.0)
-        return out
+        return _chunked_forward(ctx, q, cand, step, _l1_into)
 
     @staticmethod
     def backward(ctx, g):
-        q, cand = ctx.saved_tensors
-        need_q, need_c = ctx.needs_input_grad[:2]
-        gq = torch.zeros_like(q) if need_q else None
-        gc = torch.empty_like(cand) if need_c else None
-        for s, e in _spans(cand.shape[0], ctx.step):
-            sign = (q.unsqueeze(1) - cand[s:e].unsqueeze(0)).sign_()  # [B, chunk, d]
-            gs = g[:, s:e]
-            if need_q:
-                gq.add_(torch.bmm(gs.unsqueeze(1), sign).squeeze(1))
-            if need_c:
-                gc[s:e] = torch.einsum("bn,bnd->nd", gs, sign).neg_()
-        return gq, gc, None
+        return _chunked_backward(ctx, g, _l1_grads)
 
 
 class ChunkedComplexL1(torch.autograd.Function):
@@ -73,31 +107,11 @@ class ChunkedComplexL1(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, cand, step):
-        ctx.save_for_backward(q, cand)
-        ctx.step = step
-        q3 = q.unsqueeze(1)
-        out = q.new_empty(q.shape[0], cand.shape[0])  # filled in place, as in ChunkedL1.forward
-        for s, e in _spans(cand.shape[0], step):
-            torch.sum(_moduli(q3, cand[s:e].unsqueeze(0))[2], dim=-1, out=out[:, s:e])
-        return out
+        return _chunked_forward(ctx, q, cand, step, _complex_l1_into)
 
     @staticmethod
     def backward(ctx, g):
-        q, cand = ctx.saved_tensors
-        need_q, need_c = ctx.needs_input_grad[:2]
-        gq = torch.zeros_like(q) if need_q else None
-        gc = torch.empty_like(cand) if need_c else None
-        q3 = q.unsqueeze(1)
-        for s, e in _spans(cand.shape[0], ctx.step):
-            dr, di, m = _moduli(q3, cand[s:e].unsqueeze(0))  # [B, chunk, d/2] each
-            w = g[:, s:e].unsqueeze(-1).div(m)
-            pr, pi = dr.mul_(w), di.mul_(w)
-            del m, w
-            if need_q:
-                gq.add_(torch.cat([pr.sum(1), pi.sum(1)], dim=-1))
-            if need_c:
-                gc[s:e] = torch.cat([pr.sum(0), pi.sum(0)], dim=-1).neg_()
-        return gq, gc, None
+        return _chunked_backward(ctx, g, _complex_l1_grads)
 
 
 @torch.compiler.disable  # a graph break under ``compile: true``: the chunk loop is not unrolled into the graph

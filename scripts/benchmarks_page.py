@@ -342,7 +342,9 @@ def large_findings(results: pd.DataFrame, curves: pd.DataFrame, bench) -> list[s
             index=["dataset", "model", "seed"], columns="algorithm", values="valid_mrr")
         ties = int((same["rf_bore"] - same["random"]).abs().lt(1e-9).sum())
         md.append(f"- **One-stage RF+BORE is mostly random search at this scale.** Its first `n_initial` = 10 "
-                  "suggestions are random (the reference code's warm-up), and with the same seed they are the "
+                  "suggestions were random when these runs were made (kgtuner's warm-up then, not the reference "
+                  "code's, which fits its forest from the third trial, as kgtuner now does), and with the same seed "
+                  "they are the "
                   f"configurations random search draws; a search here runs {n:.1f} full-graph trials, so only about "
                   f"{max(0.0, n - 10):.0f} are chosen by the forest. In {ties} of {len(same)} blocks both returned the "
                   "same answer.")

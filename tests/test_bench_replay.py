@@ -326,17 +326,22 @@ def test_a_search_without_a_full_graph_answer_has_empty_mrrs_and_scores_zero_in_
     table = _table(expand_top=1)
     rows = [run_cell(table, a, 2, 3.0, seed) for seed in range(3) for a in ("kgtuner[on_miss=lose]", "kgtuner")]
     lost = [r for r in rows if r["algorithm"] == "kgtuner[on_miss=lose]"]
-    assert all(r["misses"] > 0 and r["answer_stage"] == 1 for r in lost)  # what this test is about
-    assert all(r["valid_mrr"] is None and r["test_mrr"] is None for r in lost)
+    # the first stage-2 wave covers 2 configurations; where neither is the one expanded, no stage-2 trial has a result
+    none = [r for r in lost if r["answer_stage"] == 1]
+    assert len(none) >= 2 and all(r["misses"] > 0 for r in none)  # what this test is about
+    assert all(r["valid_mrr"] is None and r["test_mrr"] is None for r in none)
+    assert all(r["test_mrr"] is not None for r in lost if r["answer_stage"] == 2)
     # nor does its anytime curve ever hold one (stage 1's subgraph results are not an answer's, here or in stage 1)
-    assert all(v is None and t is None for r in lost for _, v, t in json.loads(r["anytime_json"]))
+    assert all(v is None and t is None for r in none for _, v, t in json.loads(r["anytime_json"]))
     assert any(t is not None for r in rows if r["algorithm"] == "kgtuner" for _, _, t in json.loads(r["anytime_json"]))
     assert all(r["test_mrr"] is not None for r in rows if r["algorithm"] == "kgtuner")
     df = results_frame(rows)
     summary = summarize(df).set_index("algorithm")
-    assert summary.loc["kgtuner[on_miss=lose]", "no_answer"] == 3 and summary.loc["kgtuner", "no_answer"] == 0
-    assert summary.loc["kgtuner[on_miss=lose]", "test_mrr"] == NO_ANSWER_MRR == 0.0
-    assert summary.loc["kgtuner[on_miss=lose]", "diff"] == pytest.approx(-summary.loc["kgtuner", "test_mrr"])
+    assert summary.loc["kgtuner[on_miss=lose]", "no_answer"] == len(none) and summary.loc["kgtuner", "no_answer"] == 0
+    scored = [NO_ANSWER_MRR if r["test_mrr"] is None else r["test_mrr"] for r in lost]
+    assert NO_ANSWER_MRR == 0.0
+    assert summary.loc["kgtuner[on_miss=lose]", "test_mrr"] == pytest.approx(np.mean(scored))
+    assert summary.loc["kgtuner[on_miss=lose]", "diff"] == pytest.approx(np.mean(scored) - summary.loc["kgtuner", "test_mrr"])
     assert " none" in format_summary(summarize(df))
     # a grid of bracket replays alone (miss_bracket's own summary) is summarised too
     assert len(summarize(df[df.algorithm == "kgtuner[on_miss=lose]"])) == 1

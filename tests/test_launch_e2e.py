@@ -92,6 +92,10 @@ def test_two_stage_search_on_8_logical_gpus_with_a_failing_trial(tmp_path):
     for cfg in s2["config_json"]:
         assert strip(cfg) in top
     assert s2["test_mrr"].notna().any()
+    # the first wave of stage 2 (8 slots) trains distinct stage-1 configurations, from the warm-started forest
+    first = [json.dumps(strip(c), sort_keys=True) for c in s2.sort_values("trial_index")["config_json"][:8]]
+    assert len(set(first)) == min(8, len(top), len(s2)), first
+    assert summary["stage2"]["prior_observations"] > 0 and summary["stage2"]["start"] == "warm"
 
     # the injected failure is recorded and did not stop the experiment
     failed = df[df.trial_index == 1]

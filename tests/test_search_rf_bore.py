@@ -160,35 +160,139 @@ def _region_case(seed: int):
     return dec, prior, cands
 
 
-def _first_stage2_picks(seed: int, n: int = 4) -> list[dict]:
+def _production_stage2(candidates, dec, slots: int, seed: int, **override):
+    """KGTuner's stage-2 searcher exactly as ``conf/search/kgtuner.yaml`` builds it (``batch: none``, 200 trees)."""
+    import yaml
+
+    from kgtuner.paths import CONF_DIR
     from kgtuner.search import make_stage2_searcher
 
-    dec, prior, cands = _region_case(seed)
-    s = make_stage2_searcher({"name": "kgtuner", "stage2_searcher": {**FAST, "initial": "ordered"}}, cands,
-                             space=dec, max_concurrent=n, seed=seed)
-    assert s.add_prior_observations(prior, "stage1") == len(prior)
-    assert s.n_prior == 80
-    return [s.suggest(f"t{i}") for i in range(n)]
+    cfg = yaml.safe_load((CONF_DIR / "search" / "kgtuner.yaml").read_text())
+    assert cfg["stage2_searcher"]["batch"] == "none" and cfg["stage2_searcher"]["cover"] is True
+    cfg["stage2_searcher"].update(override)
+    return make_stage2_searcher(cfg, candidates, space=dec, max_concurrent=slots, seed=seed)
 
 
-def test_warm_started_forest_picks_the_favoured_region_from_the_first_suggestion():
-    """The stage-2 forest fitted on stage-1 rows (different sizes, labelled among themselves) ranks the
-    candidates before any stage-2 result: its first 4 suggestions (the whole forest, then Thompson draws
-    for the pending ones) are all loss=CE, although the candidates list the others first."""
-    for seed in range(4):
-        picks = _first_stage2_picks(seed)
-        assert [p["loss"] for p in picks] == ["CE"] * 4, (seed, picks)
+def _top10_case(seed: int):
+    """The region case's stage-1 rows, and 10 top configurations as the switch ranks them (the 5 without CE
+    ranked first), expanded in ``stage2_candidates``' order (every configuration once, then second sizes)."""
+    from kgtuner.search import stage2_candidates
+
+    dec, prior, _ = _region_case(seed)
+    rng = np.random.default_rng(200 + seed)
+    pool = [dec.sample(rng) for _ in range(400)]
+    top = [c for c in pool if c["loss"] != "CE"][:5] + [c for c in pool if c["loss"] == "CE"][:5]
+    return dec, prior, top, stage2_candidates(dec, top)
+
+
+def _configuration(cfg: dict, top: list[dict]) -> int:
+    """The stage-1 rank of the configuration a stage-2 candidate expands."""
+    strip = {k: v for k, v in cfg.items() if k not in ("batch_size", "dim")}
+    return next(i for i, t in enumerate(top) if {k: v for k, v in t.items() if k not in ("batch_size", "dim")} == strip)
+
+
+def _first_wave(seed: int, slots: int = 8, **override) -> tuple[list[int], list[dict]]:
+    dec, prior, top, cands = _top10_case(seed)
+    s = _production_stage2(cands, dec, slots, seed, **override)
+    assert s.add_prior_observations(prior, "stage1") == len(prior) and len(cands) == 40
+    picks = [s.suggest(f"t{i}") for i in range(slots)]
+    return [_configuration(p, top) for p in picks], picks
+
+
+def test_the_first_stage2_wave_trains_distinct_configurations_in_the_warm_forests_order():
+    """At the switch 8 slots fill before any stage-2 result. The forest, fitted on stage-1 rows that all share one
+    batch size and dimension, scores a configuration's 4 expansions alike: its plain argmax filled the slots with
+    the 4 sizes of one configuration, then of another (issue 37). With ``cover`` (production), the 8 suggestions are
+    8 distinct stage-1 configurations, the forest choosing which: the 5 it favours (loss=CE) come first, although
+    they rank last in stage 1. The remaining 2 configurations come next, before any configuration's second size."""
+    for seed in range(3):
+        ranks, picks = _first_wave(seed)
+        assert len(set(ranks)) == 8, (seed, ranks)
+        assert sorted(ranks[:5]) == [5, 6, 7, 8, 9], (seed, ranks)  # the CE configurations, the forest's choice
         assert all(p["batch_size"] in (512, 1024) and p["dim"] in (1000, 2000) for p in picks)
+    dec, prior, top, cands = _top10_case(0)
+    s = _production_stage2(cands, dec, 8, 0)
+    s.add_prior_observations(prior, "stage1")
+    first = [s.suggest(f"t{i}") for i in range(8)]
+    for i in range(2):
+        s.on_trial_complete(f"t{i}", {"valid_mrr": 0.3})
+    later = [s.suggest(f"u{i}") for i in range(2)]
+    assert sorted(_configuration(p, top) for p in first + later) == list(range(10))
 
 
-def test_region_test_fails_when_the_forest_predicts_noise(monkeypatch):
-    """The test above depends on the forest: with its predictions replaced by random numbers the first
-    suggestions are not all from the favoured region in at least one of the seeds."""
+def test_without_cover_the_first_wave_collapses_onto_two_configurations():
+    """The defect ``cover`` fixes, on the same case: ``cover: false`` (the forest's plain argmax) gives the 8 slots
+    to the 4 sizes of two configurations."""
+    for seed in range(3):
+        ranks, _ = _first_wave(seed, cover=False)
+        assert len(set(ranks)) == 2 and all(ranks.count(r) == 4 for r in set(ranks)), (seed, ranks)
+
+
+def test_cheapest_cover_sizes_train_each_configuration_first_at_its_cheapest_expansion():
+    """``cover_sizes: cheapest``: the first round trains every configuration at its smallest batch_size x dim (here
+    512 x 1000), in the forest's order; later rounds take the other sizes."""
+    dec, prior, top, cands = _top10_case(0)
+    s = _production_stage2(cands, dec, 10, 0, cover_sizes="cheapest")
+    s.add_prior_observations(prior, "stage1")
+    first = [s.suggest(f"t{i}") for i in range(10)]
+    assert sorted(_configuration(p, top) for p in first) == list(range(10))
+    assert {(p["batch_size"], p["dim"]) for p in first} == {(512, 1000)}
+    assert sorted(_configuration(p, top) for p in first[:5]) == [5, 6, 7, 8, 9]  # the forest's order, as before
+    s.on_trial_complete("t0", {"valid_mrr": 0.3})
+    nxt = s.suggest("u0")
+    assert (nxt["batch_size"], nxt["dim"]) != (512, 1000)
+    with pytest.raises(ConfigError, match="cover_sizes"):
+        _production_stage2(cands, dec, 10, 0, cover_sizes="smallest")
+
+
+def test_the_forests_ties_break_by_stage1_rank(monkeypatch):
+    """A forest that scores every candidate alike: the first round goes best stage-1 configuration first; after it,
+    the ties go to the best configuration's remaining sizes (stage-1 rank), not to the list's order (which takes
+    one size of each configuration in turn)."""
     from kgtuner.search.forest import RollingForest
 
-    rng = np.random.default_rng(0)
-    monkeypatch.setattr(RollingForest, "predict", lambda self, X, weights=None: rng.random(len(X)))
-    assert any([p["loss"] for p in _first_stage2_picks(seed)] != ["CE"] * 4 for seed in range(4))
+    monkeypatch.setattr(RollingForest, "predict", lambda self, X, weights=None: np.full(len(X), 0.5))
+    dec, prior, top, cands = _top10_case(0)
+    s = _production_stage2(cands, dec, 40, 0)
+    s.add_prior_observations(prior, "stage1")
+    assert s.candidate_configurations().tolist() == [_configuration(c, top) for c in cands]
+    ranks = [_configuration(s.suggest(f"t{i}"), top) for i in range(16)]
+    assert ranks == list(range(10)) + [0, 0, 0, 1, 1, 1]
+
+
+def test_after_the_first_round_the_forest_follows_the_full_graph_results():
+    """Once every configuration has one full-graph result, the forest decides, and the sizes of a configuration
+    already tried are scored with the evidence of its full-graph result: configurations 0-2 (loss not CE, which the
+    stage-1 rows disfavour) trained far best on the full graph (the class-1 quarter of the 10 full-graph rows),
+    so their other sizes come next, before any size of a CE configuration."""
+    for seed in range(3):
+        dec, prior, top, cands = _top10_case(seed)
+        s = _production_stage2(cands, dec, 1, seed)
+        s.add_prior_observations(prior, "stage1")
+        for i in range(10):
+            cfg = s.suggest(f"t{i}")
+            rank = _configuration(cfg, top)
+            s.on_trial_complete(f"t{i}", {"valid_mrr": 0.45 - 0.01 * rank if rank < 3 else 0.05})
+        nxt = []
+        for i in range(3):
+            nxt.append(_configuration(s.suggest(f"n{i}"), top))
+            s.on_trial_complete(f"n{i}", {"valid_mrr": 0.44})
+        assert set(nxt) <= {0, 1, 2}, (seed, nxt)
+
+
+def test_stage2_rows_are_labelled_among_themselves_not_with_the_stage1_rows():
+    """Full-graph MRRs (0.10-0.19) below every subgraph MRR of the prior rows (0.4 for CE): labelled with the prior
+    rows, no stage-2 row would be class 1; among themselves, the best quarter is."""
+    dec, prior, top, cands = _top10_case(0)
+    s = _production_stage2(cands, dec, 1, 0)
+    s.add_prior_observations([(c, 0.4 + 0.01 * i, None) for i, (c, _, _) in enumerate(prior)], "stage1")
+    for i in range(8):
+        s.suggest(f"t{i}")
+        s.on_trial_complete(f"t{i}", {"valid_mrr": 0.10 + 0.01 * i})
+    X, y = s.training_data()
+    assert len(y) == len(prior) + 8
+    assert y[len(prior):].tolist() == [0] * 6 + [1] * 2
+    assert y[:len(prior)].sum() == int(np.ceil(0.25 * len(prior)))
 
 
 def test_prior_labels_are_computed_within_each_group():
@@ -430,3 +534,72 @@ def test_same_fidelity_priors_are_not_proposed_again():
     f.add_prior_observations(earlier, "earlier run", same_fidelity=True)
     assert f.candidates_left == 3
     assert [f.suggest(str(i)) in cands[5:] for i in range(3)] == [True] * 3 and f.suggest("x") == Searcher.FINISHED
+
+
+def test_the_forest_acts_from_the_third_trial_as_the_reference_code(monkeypatch):
+    """The reference fits its forest as soon as the labels hold both classes: two finished trials of different
+    values. The default ``n_initial`` (None) does the same, so the third suggestion is the forest's; an explicit
+    ``n_initial`` still asks for that many finished trials first."""
+    from kgtuner.search.forest import RollingForest
+
+    fits = []
+    real = RollingForest.update
+    monkeypatch.setattr(RollingForest, "update", lambda self, X, y, seed: (fits.append(len(y)), real(self, X, y, seed)))
+    space = load_space("decoupled", model="complex")
+    s = RFBORESearcher(space, metric="valid_mrr", mode="max", seed=0, **FAST)
+    for i, value in enumerate((0.2, 0.2)):  # one value twice: one class 1, one class 0 -- the forest may act
+        s.suggest(f"t{i}")
+        s.on_trial_complete(f"t{i}", {"valid_mrr": value})
+    s.suggest("t2")
+    assert fits == [2]
+    failed = RFBORESearcher(space, metric="valid_mrr", mode="max", seed=0, **FAST)
+    for i in range(3):  # failures only: one class, random draws
+        failed.suggest(f"t{i}")
+        failed.on_trial_complete(f"t{i}", None, error=True)
+    fits.clear()
+    failed.suggest("t3")
+    assert fits == []
+    late = RFBORESearcher(space, metric="valid_mrr", mode="max", seed=0, n_initial=5, **FAST)
+    for i in range(4):
+        late.suggest(f"t{i}")
+        late.on_trial_complete(f"t{i}", {"valid_mrr": 0.1 * i})
+    late.suggest("t4")
+    assert fits == []
+
+
+def test_a_trial_cut_at_its_deadline_is_a_lower_bound_not_a_finished_result():
+    """Stage-1 trials stopped at the switch report ``status: stopped`` with their MRR so far. Below the class-1
+    threshold of the fully-trained trials such a value says nothing (the trial might have ended anywhere above it):
+    class 0 and outside the count that sets the threshold, as a low-fidelity row. At or above it, it is class 1
+    (the final value could only be higher)."""
+    from kgtuner.search.rf_bore import bore_labels
+
+    scores = np.array([0.5, 0.4, 0.3, 0.2, 0.45, 0.05, 0.6])
+    cut = np.array([0, 0, 0, 0, 1, 1, 1], dtype=bool)
+    assert bore_labels(scores, np.zeros(7, dtype=bool), 0.25, cut).tolist() == [1, 0, 0, 0, 0, 0, 1]
+    # read as finished results, 7 rows would put the best 2 in class 1: 0.6 and 0.5
+    assert bore_labels(scores, np.zeros(7, dtype=bool), 0.25).tolist() == [1, 0, 0, 0, 0, 0, 1]
+    assert bore_labels(scores[:6], np.zeros(6, dtype=bool), 0.25).tolist() == [1, 0, 0, 0, 1, 0]
+    assert bore_labels(scores[:6], np.zeros(6, dtype=bool), 0.25, cut[:6]).tolist() == [1, 0, 0, 0, 0, 0]
+    # only cut rows: their values are all there is
+    assert bore_labels(np.array([0.3, 0.1, 0.2, 0.05]), np.zeros(4, dtype=bool), 0.25,
+                       np.ones(4, dtype=bool)).tolist() == [1, 0, 0, 0]
+
+    space = load_space("decoupled", model="complex")
+    s = RFBORESearcher(space, metric="valid_mrr", mode="max", seed=0, **FAST)
+    cfgs = []
+    for i, (value, was_cut) in enumerate(zip(scores[:6], cut[:6])):
+        cfgs.append(s.suggest(f"t{i}"))
+        s.on_trial_complete(f"t{i}", {"valid_mrr": float(value), "status": "stopped" if was_cut else "ok"})
+    assert [v for _, v in s.cut_observations()] == [0.45, 0.05]
+    assert [v for _, v in s.observations()] == [0.5, 0.4, 0.3, 0.2]
+    assert s.training_data()[1].tolist() == [1, 0, 0, 0, 0, 0]
+    restored = RFBORESearcher(space, metric="valid_mrr", mode="max", seed=0, **FAST)
+    restored.set_state(s.get_state())
+    assert restored.cut_observations() == s.cut_observations()
+    # the same rows as KGTuner's stage-2 priors (rung CUT)
+    from kgtuner.search.base import CUT
+
+    prior = RFBORESearcher(space.stage2_space(), metric="valid_mrr", mode="max", seed=0, **FAST)
+    prior.add_prior_observations([(c, float(v), CUT if k else None) for c, v, k in zip(cfgs, scores, cut)], "stage1")
+    assert prior.prior_labels().tolist() == [1, 0, 0, 0, 0, 0]

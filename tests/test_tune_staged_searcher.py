@@ -237,3 +237,20 @@ def test_stage2_explores_when_the_candidates_run_out(live, space):
         cfg = {k: v for k, v in g.items() if k not in ("stage", "trial_index")}
         assert cfg not in s.candidates and stage2.contains(cfg) and g["stage"] == 2
     assert s.suggest("last") == Searcher.FINISHED  # the trial budget, not the candidates, ends it
+
+
+def test_stage1_trials_cut_at_the_switch_enter_the_stage2_forest_as_lower_bounds(live, space):
+    """Trials stopped at stage 1's deadline report ``status: stopped``: at the switch the stage-2 forest holds
+    them as cut rows (a lower bound, labelled as such), not as finished results."""
+    s = _searcher(space, top_k=2, max_concurrent=5, stage1_end_s=10, end_s=100, grace_s=5.0)
+    for tid in "abcde":
+        s.suggest(tid)
+    for tid, value in (("a", 0.5), ("b", 0.4), ("c", 0.3), ("d", 0.2)):
+        s.on_trial_complete(tid, {"valid_mrr": value, "status": "ok"})
+    live.timer.t = 10.5
+    s.on_trial_complete("e", {"valid_mrr": 0.45, "status": "stopped"})  # cut at the deadline
+    assert s.suggest("f")["stage"] == 2
+    assert s.inner2.n_prior == 5 and s.inner1.cut_observations() == [(s.configs["e"], 0.45)]
+    # read as a finished result, 0.45 would make 5 rows and a class 1 of ceil(0.25 * 5) = 2 (0.5 and 0.45); as a
+    # lower bound below the threshold of the 4 finished rows (0.5) it is class 0, outside the count
+    assert s.inner2.prior_labels().tolist() == [1, 0, 0, 0, 0]

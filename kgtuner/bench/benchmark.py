@@ -112,7 +112,14 @@ class BenchmarkSettings:
 #: nearest expansion, at the budgets where a search's top-k can fall outside the recorded expansions (the two
 #: mappings lean either way, bracketing the truth approximately). ``defaults``: part 4's design questions at 8
 #: workers, each variant changing one setting of ``conf/search/kgtuner.yaml`` (stage-1 share 0.5, top_k 10,
-#: Thompson draws in stage 1, the warm stage-2 forest), decided on codex-m and confirmed on WN18RR.
+#: Thompson draws in stage 1, the warm stage-2 forest), decided on codex-m and confirmed on WN18RR. ``stage2``
+#: (issue 37, part 4): KGTuner as it is now (the first stage-2 round covers every top configuration, the forest from
+#: the third stage-1 trial, cut stage-1 trials as lower bounds) against the forest's plain argmax in stage 2 on that
+#: same stage 1 (``stage2_searcher.cover=false``, the stage 2 before issue 37), against ``stage2_start=ordered``, and
+#: against the first round at each configuration's cheapest expansion (``stage2_searcher.cover_sizes=cheapest``,
+#: part 2's stage 2 that fits a small budget); 1 and 8 workers, every budget, 30 paired seeds; decided by
+#: :func:`kgtuner.bench.compare.variant_verdicts` on codex-m, confirmed on WN18RR (a variant replaces the default
+#: only where it wins on both).
 STUDIES = {
     "main": BenchmarkSettings(),
     "miss_bracket": BenchmarkSettings(algorithms=("kgtuner[on_miss=lose]", "kgtuner_asha[on_miss=lose]"),
@@ -121,6 +128,9 @@ STUDIES = {
         algorithms=("kgtuner", "kgtuner[stage1_fraction=0.3]", "kgtuner[stage1_fraction=0.7]", "kgtuner[top_k=5]",
                     "kgtuner[top_k=20]", "kgtuner[searcher.batch=none]", "kgtuner[stage2_start=ordered]"),
         workers=(8,)),
+    "stage2": BenchmarkSettings(
+        algorithms=("kgtuner", "kgtuner[stage2_searcher.cover=false]", "kgtuner[stage2_start=ordered]",
+                    "kgtuner[stage2_searcher.cover_sizes=cheapest]")),
 }
 
 
@@ -212,7 +222,7 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
             "answer_stage": ans.get("stage"), "answer_run": ans.get("run_id"),
             "answer_test_is_valid_proxy": bool(ans.get("test_is_valid_proxy", False)), "trials": len(rows),
             "trials_stage2": sum(1 for r in rows if int(r["stage"]) == 2),
-            "stopped": sum(1 for r in rows if r["status"] == "stopped"),
+            "stopped": sum(1 for r in rows if r["status"] == "stopped" and r.get("rung") is not None),
             "failed": sum(1 for r in rows if r["status"] == "failed"), "misses": res.misses, "repeats": res.repeats,
             "mean_distance": res.mean_distance, "end_s": res.end_s, "searcher_s": round(res.searcher_s, 4),
             "wall_s": round(wall, 3),

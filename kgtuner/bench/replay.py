@@ -427,7 +427,8 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
         rep = TrialReport(stage=trial.stage, step=int(run.step[k]) if 0 <= k < len(run.step) else 0,
                           valid={"mrr": best} if best is not None else {}, graph=trial.pool, done=final,
                           status=("failed" if not run.ok or best is None else
-                                  "stopped" if trial.stopped_rung is not None else "ok") if final else None,
+                                  "stopped" if trial.stopped_rung is not None or trial.deadline_cut else "ok")
+                          if final else None,
                           error=run.error if final and not run.ok else None,
                           test=(_test_at(run, k, best) if final and best is not None else {}),
                           early_stop_rung=trial.stopped_rung if final else None)

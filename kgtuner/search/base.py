@@ -5,12 +5,16 @@ through ``set_search_properties``), the finished observations, the pending trial
 state, the concurrency limit and the optional finite candidate set, and saves/restores all of it.
 Subclasses only decide *which* configuration to propose next.
 
-Three kinds of finished trial are kept apart: fully-trained trials (their metric), failures (metric
-NaN: errored, or no finite metric) and *low-fidelity* trials that an early-stopping scheduler (ASHA)
+Four kinds of finished trial are kept apart: fully-trained trials (their metric), failures (metric
+NaN: errored, or no finite metric), *low-fidelity* trials that an early-stopping scheduler (ASHA)
 stopped at a rung -- passed as ``on_trial_complete(trial_id, result)`` with
 ``result[EARLY_STOPPED] = True`` (and ``result[EARLY_STOP_RUNG]``), or ``add_evaluated_point(...,
-pruned=True)``. A low-fidelity trial's partial metric is not stored (it is not comparable with
-finished trials); its rung is. Subclasses decide how to learn from it (RF+BORE: class 0).
+pruned=True)`` -- and *cut* trials, stopped at a stage's deadline (``result["status"] == "stopped"``,
+the trainable's and the replay's status for it). A low-fidelity trial's partial metric is not stored
+(it is not comparable with finished trials); its rung is. A cut trial's metric is stored and flagged:
+it is a lower bound of what the trial would have reached. Subclasses decide how to learn from them
+(RF+BORE: a low-fidelity trial is class 0; a cut one is class 1 only when its lower bound already
+reaches the class-1 threshold of the fully-trained trials, else it is treated as low-fidelity).
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ EARLY_STOP_RUNG = "early_stop_rung"
 #: not reported as ``searcher.metric`` (Ray's ConcurrencyLimiter copies that at construction and
 #: would then insist on it even when the Tuner's metric differs).
 DEFAULT_METRIC = "valid_mrr"
+#: ``result["status"]`` of a trial stopped at its stage's deadline (kgtuner's trainable and the replay), and
+#: the ``rung`` that marks such a prior observation (``(config, value, CUT)``): its value is a lower bound.
+CUT_STATUS = "stopped"
+CUT = "cut"
 
 
 def _as_space(space: Any) -> SearchSpace | None:
@@ -113,6 +121,7 @@ class SpaceSearcher(DataStateSearcher):
         self._obs_cfgs: list[dict] = []
         self._obs_scores: list[float] = []  # higher is better; NaN = failed / errored / low-fidelity
         self._obs_rungs: list[int | None] = []  # None = fully trained (or failed); int = stopped early at this rung
+        self._obs_cut: list[bool] = []  # stopped at a stage deadline: the score is a lower bound
         self._pending: dict[str, tuple[np.ndarray, dict, int]] = {}
         self._n_suggested = 0
         self._points_done = 0  # points_to_evaluate suggested so far (they come first)
@@ -147,16 +156,27 @@ class SpaceSearcher(DataStateSearcher):
         """True for the low-fidelity (early-stopped) observations."""
         return np.array([r is not None for r in self._obs_rungs], dtype=bool)
 
+    def _cut_mask(self) -> np.ndarray:
+        """True for the observations cut at a stage deadline (their score is a lower bound)."""
+        return np.array(self._obs_cut, dtype=bool).reshape(len(self._obs_scores))
+
     @property
     def pending_trials(self) -> list[str]:
         return list(self._pending)
 
     def observations(self) -> list[tuple[dict, float | None]]:
         """(config, metric value) of every fully-trained or failed trial in order; ``None`` for failed
-        trials. Early-stopped trials are in :meth:`early_stopped_observations`."""
+        trials. Early-stopped trials are in :meth:`early_stopped_observations`, trials cut at a deadline in
+        :meth:`cut_observations`."""
         sign = 1.0 if self._mode != "min" else -1.0
         return [(dict(c), None if math.isnan(s) else sign * s)
-                for c, s, r in zip(self._obs_cfgs, self._obs_scores, self._obs_rungs) if r is None]
+                for c, s, r, cut in zip(self._obs_cfgs, self._obs_scores, self._obs_rungs, self._obs_cut)
+                if r is None and not cut]
+
+    def cut_observations(self) -> list[tuple[dict, float]]:
+        """(config, metric value so far) of every trial cut at a stage deadline, in order."""
+        sign = 1.0 if self._mode != "min" else -1.0
+        return [(dict(c), sign * s) for c, s, cut in zip(self._obs_cfgs, self._obs_scores, self._obs_cut) if cut]
 
     def early_stopped_observations(self) -> list[tuple[dict, int]]:
         """(config, rung) of every trial stopped early by a scheduler (low-fidelity), in order."""
@@ -172,7 +192,7 @@ class SpaceSearcher(DataStateSearcher):
             "max_concurrent": self.max_concurrent, "min_distance": self.min_distance,
             "rng": self._rng.bit_generator.state,
             "obs_rows": [r.copy() for r in self._obs_rows], "obs_cfgs": [dict(c) for c in self._obs_cfgs],
-            "obs_scores": list(self._obs_scores), "obs_rungs": list(self._obs_rungs),
+            "obs_scores": list(self._obs_scores), "obs_rungs": list(self._obs_rungs), "obs_cut": list(self._obs_cut),
             "pending": {k: (v[0].copy(), dict(v[1]), int(v[2])) for k, v in self._pending.items()},
             "n_suggested": self._n_suggested,
             "points": [dict(p) for p in self._points], "points_done": self._points_done,
@@ -202,6 +222,7 @@ class SpaceSearcher(DataStateSearcher):
         self._obs_cfgs = [dict(c) for c in state["obs_cfgs"]]
         self._obs_scores = list(state["obs_scores"])
         self._obs_rungs = list(state.get("obs_rungs") or [None] * len(self._obs_scores))  # absent before ASHA
+        self._obs_cut = [bool(c) for c in state.get("obs_cut") or [False] * len(self._obs_scores)]  # absent before 37
         self._pending = {k: (np.asarray(v[0], dtype=np.float64).copy(), dict(v[1]), int(v[2]))
                          for k, v in state["pending"].items()}
         self._n_suggested = state["n_suggested"]
@@ -288,11 +309,18 @@ class SpaceSearcher(DataStateSearcher):
             return math.nan
         return v if self._mode != "min" else -v
 
-    def _record(self, row: np.ndarray, cfg: dict, score: float, rung: int | None = None) -> None:
+    def _record(self, row: np.ndarray, cfg: dict, score: float, rung: int | None = None, cut: bool = False) -> None:
         self._obs_rows.append(np.asarray(row, dtype=np.float64))
         self._obs_cfgs.append(dict(cfg))
         self._obs_scores.append(math.nan if rung is not None else score)
         self._obs_rungs.append(None if rung is None else int(rung))
+        self._obs_cut.append(bool(cut) and rung is None and not math.isnan(score))
+
+    @staticmethod
+    def _was_cut(result: Mapping | None, error: bool) -> bool:
+        """A result of a trial stopped at its stage's deadline (not by a scheduler, not failed)."""
+        return (not error and bool(result) and result.get("status") == CUT_STATUS
+                and not result.get(EARLY_STOPPED))
 
     @staticmethod
     def _early_rung(result: Mapping | None, error: bool) -> int | None:
@@ -309,18 +337,20 @@ class SpaceSearcher(DataStateSearcher):
         entry = self._pending.pop(trial_id, None)
         if entry is None:
             return  # not ours (e.g. a trial restored by Ray after this searcher's checkpoint)
-        self._record(entry[0], entry[1], self._score(result, error), rung=self._early_rung(result, error))
+        self._record(entry[0], entry[1], self._score(result, error), rung=self._early_rung(result, error),
+                     cut=self._was_cut(result, error))
 
     def add_evaluated_point(self, parameters: dict, value: float, error: bool = False, pruned: bool = False,
-                            intermediate_values: list | None = None) -> None:
+                            intermediate_values: list | None = None, cut: bool = False) -> None:
         """Record a configuration evaluated elsewhere (warm start); flat or nested keys.
-        ``pruned=True``: it was stopped early (low-fidelity; ``value`` is not used)."""
+        ``pruned=True``: it was stopped early (low-fidelity; ``value`` is not used); ``cut=True``: it was
+        stopped at a stage deadline (``value`` is a lower bound)."""
         from ray.tune.utils.util import flatten_dict
 
         cfg = flatten_dict(dict(parameters), delimiter="/") if self._nested else dict(parameters)
         row = self._space.to_array([cfg])[0]
         score = self._score({self.effective_metric: value}, error)
-        self._record(row, cfg, score, rung=0 if pruned and not error else None)
+        self._record(row, cfg, score, rung=0 if pruned and not error else None, cut=cut and not error)
         self._mark_candidate(cfg)
 
     def _mark_candidate(self, cfg: Mapping[str, Any]) -> int:

@@ -366,7 +366,7 @@ class GraSHSearcher(MetaSearcher):
             failed = score is None
             self.initial.on_trial_complete(trial_id, result=None if failed else result, error=failed)
 
-    def _adopt(self, trial_id, stage, config, score, early, trial_index) -> bool:
+    def _adopt(self, trial_id, stage, config, score, early, trial_index, cut=False) -> bool:
         r = stage - 1
         if not 0 <= r < self.rounds:
             return False

@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping
 
 from ray.tune.search import Searcher
 
-from kgtuner.search.base import EARLY_STOP_RUNG, EARLY_STOPPED
+from kgtuner.search.base import CUT, EARLY_STOP_RUNG, EARLY_STOPPED, SpaceSearcher
 from kgtuner.tune import events
 from kgtuner.tune.strategies.base import StageSpec, Strategy, graph_key, parse_sampler, train_controls
 from kgtuner.tune.strategies.meta import MetaSearcher, add_evaluated
@@ -171,9 +171,11 @@ class StagedSearcher(MetaSearcher):
         events.notify(events.StageSwitched(2, list(self.top), list(self.candidates), self.switch_wait_s,
                                            self.prior_observations))
 
-    def _stage1_observations(self) -> list[tuple[dict, float | None, int | None]]:
-        """Every stage-1 row the stage-1 searcher holds: (config, value or None if failed, rung or None)."""
+    def _stage1_observations(self) -> list[tuple[dict, float | None, Any]]:
+        """Every stage-1 row the stage-1 searcher holds: (config, value or None if failed, rung or None, or
+        ``CUT`` for a trial stopped at the switch: its value is a lower bound)."""
         obs = [(cfg, value, None) for cfg, value in self.inner1.observations()]
+        obs += [(cfg, value, CUT) for cfg, value in self.inner1.cut_observations()]
         obs += [(cfg, None, rung) for cfg, rung in self.inner1.early_stopped_observations()]
         return obs
 
@@ -229,8 +231,10 @@ class StagedSearcher(MetaSearcher):
         if stage == 1 and self.phase == 2 and self.warm_start and self.inner2 is not None:
             # a stage-1 trial that ended after the switch (past the grace): one more prior row
             rung = int(early.rung) if early is not None and score is not None else None
+            if rung is None and score is not None and SpaceSearcher._was_cut(result, False):
+                rung = CUT
             self.prior_observations += self.inner2.add_prior_observations(
-                [(self.configs[trial_id], None if rung is not None else score, rung)], "stage1")
+                [(self.configs[trial_id], score if rung in (None, CUT) else None, rung)], "stage1")
             events.notify(events.PriorObservationsAdded(self.prior_observations))
         if score is None:
             inner.on_trial_complete(trial_id, result=None, error=True)
@@ -245,7 +249,7 @@ class StagedSearcher(MetaSearcher):
         if stage == 1:
             self.stage1_scores[trial_id] = (self.configs[trial_id], score)
 
-    def _adopt(self, trial_id, stage, config, score, early, trial_index) -> bool:
+    def _adopt(self, trial_id, stage, config, score, early, trial_index, cut=False) -> bool:
         if stage not in self.suggested:
             return False
         self.suggested[stage] += 1  # counts against the stage's share of a trial budget
@@ -255,9 +259,9 @@ class StagedSearcher(MetaSearcher):
             return True
         if stage == 1 and self.phase == 2 and self.warm_start and self.inner2 is not None:
             self.prior_observations += self.inner2.add_prior_observations(
-                [(dict(config), None if rung is not None else score, rung)], "stage1")
+                [(dict(config), None if rung is not None else score, CUT if cut and rung is None else rung)], "stage1")
             events.notify(events.PriorObservationsAdded(self.prior_observations))
-        add_evaluated(self.inner1 if stage == 1 else self.inner2, config, score, rung)
+        add_evaluated(self.inner1 if stage == 1 else self.inner2, config, score, rung, cut=cut)
         if stage == 1 and score is not None:
             if rung is not None:
                 self.stage1_early[trial_id] = (dict(config), score, rung)

@@ -40,7 +40,7 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from kgtuner.search import state as state_io
-from kgtuner.search.base import DataStateSearcher
+from kgtuner.search.base import DataStateSearcher, SpaceSearcher
 from kgtuner.tune import events
 from kgtuner.tune.report import METRIC, MODE, TrialReport
 
@@ -151,10 +151,11 @@ class MetaSearcher(DataStateSearcher):
             return True
         score = None if error or result is None else TrialReport.from_dict(result).score()
         early = events.early_stop_of(trial_id) if score is not None else None
+        cut = score is not None and early is None and SpaceSearcher._was_cut(result, error)
         self.trial_stage[trial_id] = int(stage)
         self.configs[trial_id] = dict(config)
         try:
-            adopted = self._adopt(trial_id, int(stage), dict(config), score, early, trial_index)
+            adopted = self._adopt(trial_id, int(stage), dict(config), score, early, trial_index, cut=cut)
         except Exception:  # noqa: BLE001 - e.g. an inner searcher without add_evaluated_point
             adopted = False
         if not adopted:
@@ -165,10 +166,11 @@ class MetaSearcher(DataStateSearcher):
         return True
 
     def _adopt(self, trial_id: str, stage: int, config: dict, score: float | None,
-               early: events.TrialEarlyStopped | None, trial_index: int | None) -> bool:
+               early: events.TrialEarlyStopped | None, trial_index: int | None, cut: bool = False) -> bool:
         """Record a finished trial this searcher never suggested (see :meth:`adopt_finished`; ``trial_stage``
         and ``configs`` hold it already): count it as suggested, tell the inner searcher
-        (:func:`add_evaluated`). Returns False when the strategy cannot (the default)."""
+        (:func:`add_evaluated`; ``cut``: it was stopped at its stage's deadline). Returns False when the
+        strategy cannot (the default)."""
         return False
 
     # ---- a larger budget on resume ------------------------------------------------------------
@@ -229,9 +231,10 @@ class MetaSearcher(DataStateSearcher):
         raise state_io.StateError(f"{type(self).__name__}: no rebuild for the inner searcher {name!r}")
 
 
-def add_evaluated(searcher: Searcher, config: dict, score: float | None, early: Any = None) -> None:
+def add_evaluated(searcher: Searcher, config: dict, score: float | None, early: Any = None, cut: bool = False) -> None:
     """Tell an inner searcher the result of a configuration it did not suggest (Ray's ``add_evaluated_point``):
     ``score`` None is a failure; ``early`` (the scheduler's stop at a rung, or the rung) makes it a
-    low-fidelity observation."""
+    low-fidelity observation; ``cut`` (stopped at a stage deadline) a lower bound, for kgtuner's searchers."""
+    kwargs = {"cut": True} if cut and isinstance(searcher, SpaceSearcher) else {}
     searcher.add_evaluated_point(dict(config), math.nan if score is None else float(score), error=score is None,
-                                 pruned=early is not None and score is not None)
+                                 pruned=early is not None and score is not None, **kwargs)

@@ -55,8 +55,8 @@ class OneStageSearcher(MetaSearcher):
         else:
             self.inner.on_trial_complete(trial_id, result=result, error=False)
 
-    def _adopt(self, trial_id, stage, config, score, early, trial_index) -> bool:
-        add_evaluated(self.inner, config, score, early)  # counted against a trial budget by its trial_index
+    def _adopt(self, trial_id, stage, config, score, early, trial_index, cut=False) -> bool:
+        add_evaluated(self.inner, config, score, early, cut=cut)  # counted against a trial budget by its trial_index
         return True
 
 

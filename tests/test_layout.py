@@ -1,6 +1,6 @@
 """The package layout: every module imports, the import graph of kgtuner's modules has no cycle, tests use
-only public names of the package, the coordinator holds no strategy-specific branch, and every strategy of
-the registry has its config file."""
+only public names of the package, the coordinator (with its fault and resume paths) holds no strategy-specific
+branch, and every strategy of the registry has its config file."""
 
 from __future__ import annotations
 
@@ -135,12 +135,17 @@ def test_tests_import_no_private_name_of_the_package():
     assert not bad, bad
 
 
-def test_the_coordinator_has_no_strategy_branch():
+#: The driver: the coordinator and its fault and resume paths (its mixins).
+DRIVER = ("coordinator.py", "faults.py", "resume.py")
+
+
+@pytest.mark.parametrize("module", DRIVER)
+def test_the_coordinator_has_no_strategy_branch(module):
     """No condition in the driver names a strategy (or asks whether a search has two stages)."""
     from kgtuner.tune.strategies import registry
 
     names = set(registry())
-    tree = ast.parse((PACKAGE / "tune" / "coordinator.py").read_text())
+    tree = ast.parse((PACKAGE / "tune" / module).read_text())
     found = []
     for node in ast.walk(tree):
         tests = []
@@ -155,7 +160,7 @@ def test_the_coordinator_has_no_strategy_branch():
                 if isinstance(sub, ast.Attribute) and sub.attr in ("two_stage", "search_name", "grash"):
                     found.append(sub.attr)
     assert not found, found
-    text = (PACKAGE / "tune" / "coordinator.py").read_text()
+    text = (PACKAGE / "tune" / module).read_text()
     assert "grash" not in text.lower() and "strategies." not in text
 
 

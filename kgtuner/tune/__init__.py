@@ -3,8 +3,11 @@
 The only package that talks to Ray Tune. Modules by concern:
 
 * running an experiment: ``settings`` (``ExperimentSettings.from_config(cfg)``, validated before Ray
-  starts), ``coordinator`` (``Coordinator(settings, run_dir).run()`` / ``run_experiment``: persistence,
-  the budget clock, Tune events -> trials.parquet rows, outputs; no strategy-specific code), ``budget``
+  starts), ``coordinator`` (``Coordinator(settings, run_dir).run()`` / ``run_experiment``: the steps of a run,
+  persistence, the budget clock, Tune events -> trials.parquet rows, outputs; no strategy-specific code),
+  ``faults`` (its fault paths: SIGTERM, a full disk, a dead Ray, Tune's log filter; ``ExperimentInterrupted``),
+  ``resume`` (its resume paths: reconcile with Tune's saved state, adopted rows, the restored searcher, a
+  larger budget), ``budget``
   (``Budget``, ``BudgetClock``), ``deadlines`` (stage deadlines through Ray's KV store), ``events``
   (the typed events and the ``Driver`` protocol the searchers and the scheduler reach the live
   coordinator through), ``progress`` (the Tune callback feeding the coordinator), ``run_dir``

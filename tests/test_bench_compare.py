@@ -94,3 +94,24 @@ def test_the_anytime_curve_scores_a_search_without_an_answer_yet_as_zero():
     # an answer from a trial the budget's end cut reports at the end, written to the millisecond: it counts
     at_end = _row("kgtuner", 2, 0.3, anytime=[[100.0005, 0.3, 0.3]])  # a budget of 100 s, read just past it
     assert mean_anytime(pd.DataFrame([*searches.to_dict("records"), at_end]), xs)[-1] == pytest.approx(0.7 / 3)
+
+
+def test_first_answer_share_reads_the_anytime_curve():
+    """The first full-graph answer is the first anytime point with a test MRR; a search without one is inf and
+    counted; shares are of the budget, a point past it (a trial cut at the end) counts at the end."""
+    import json
+    import math
+
+    import pandas as pd
+
+    from kgtuner.bench.compare import first_answer_share, first_answer_table
+
+    curve = json.dumps([[10.0, None, None], [30.0, 0.2, 0.19], [50.0, 0.3, 0.28]])
+    assert first_answer_share(curve, 100.0) == 0.3
+    assert first_answer_share(json.dumps([[120.0, 0.2, 0.2]]), 100.0) == 1.0
+    assert first_answer_share(json.dumps([[10.0, None, None]]), 100.0) == math.inf
+    df = pd.DataFrame({"graph": "g", "workers": 8, "budget_trials": 10.0, "algorithm": "kgtuner", "seed": [0, 1, 2],
+                       "budget_s": 100.0, "anytime_json": [curve, json.dumps([[60.0, 0.1, 0.1]]), "[]"]})
+    t = first_answer_table(df)
+    assert t.to_dict("records") == [{"graph": "g", "workers": 8, "budget_trials": 10.0, "algorithm": "kgtuner",
+                                     "seeds": 3, "median": pytest.approx(0.45), "p90": pytest.approx(0.57), "none": 1}]

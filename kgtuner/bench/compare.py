@@ -435,3 +435,32 @@ def cell_verdicts(df, reference: str = REFERENCE, alpha: float = ALPHA):
                         "p_lost": figures[3], "verdict": verdict})
     return pd.DataFrame(out, columns=["graph", "workers", "budget_trials", "algorithm", "mappings", "diff", "p",
                                       "diff_lost", "p_lost", "verdict"])
+
+
+def first_answer_share(anytime_json: str, budget_s: float) -> float:
+    """The share of the budget at which a search's first full-graph answer arrived (the end of its first trial of
+    the answer's stage with a result, from its anytime curve); ``inf`` when it never had one."""
+    import json
+
+    for t, _, test in json.loads(anytime_json or "[]"):
+        if test is not None:
+            return min(float(t), float(budget_s)) / float(budget_s)
+    return math.inf
+
+
+def first_answer_table(df):
+    """Per (graph, workers, budget_trials, algorithm): the median and the 90th percentile, over the seeds, of the
+    share of the budget at which the first full-graph answer arrived, and the searches that had none."""
+    import pandas as pd
+
+    rows = df.assign(first_answer=[first_answer_share(a, b) for a, b in zip(df["anytime_json"], df["budget_s"])])
+    out = []
+    for key, g in rows.groupby(["graph", "workers", "budget_trials", "algorithm"], sort=True):
+        shares = g["first_answer"].to_numpy(dtype=float)
+        finite = shares[np.isfinite(shares)]
+        out.append({**dict(zip(("graph", "workers", "budget_trials", "algorithm"), key)), "seeds": int(len(shares)),
+                    "median": float(np.median(finite)) if len(finite) else math.inf,
+                    "p90": float(np.quantile(finite, 0.9)) if len(finite) else math.inf,
+                    "none": int((~np.isfinite(shares)).sum())})
+    return pd.DataFrame(out, columns=["graph", "workers", "budget_trials", "algorithm", "seeds", "median", "p90",
+                                      "none"])

@@ -219,3 +219,19 @@ def test_learnable_biokg_loads_through_ogb_with_typed_candidates(tmp_path):
         assert np.all(kg.entity_types[c["head_neg"]] == kg.entity_types[triples[:, [0]]])
         assert not (c["tail_neg"] == triples[:, [2]]).any() and not (c["head_neg"] == triples[:, [0]]).any()
     assert stats["random_mrr"] == pytest.approx(sum(1 / k for k in range(1, 52)) / 51)
+
+
+def test_profile_counts_each_kernel_once():
+    """torch's key_averages() holds a kernel's time twice: as the kernel's own (device) event and inside the self
+    device time of the operator that launched it. The profile's kernel time is the device events alone (run 2's
+    script summed both: 2.56 ms a step where its table's total says 1.28)."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    profile = load_script("profile_gpu_step")
+    events = [SimpleNamespace(device_type=DeviceType.CPU, self_device_time_total=40.0),   # aten::mm (its kernel's)
+              SimpleNamespace(device_type=DeviceType.CUDA, self_device_time_total=40.0),  # the gemm kernel
+              SimpleNamespace(device_type=DeviceType.CPU, self_device_time_total=0.0),    # cudaLaunchKernel
+              SimpleNamespace(device_type=DeviceType.CUDA, self_device_time_total=2.5)]   # an elementwise kernel
+    assert profile.kernel_us(events) == 42.5

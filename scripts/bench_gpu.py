@@ -169,23 +169,43 @@ def roofline(cfg: dict, rows: int, gemm: float, bw: float) -> float:
     return flops / gemm + nbytes / bw
 
 
-def model_table(kg: KnowledgeGraph, steps: int, smoke: bool, on_row=None) -> list[dict]:
-    """Every model at its paper dimension, sampled (512 shared negatives) and 1VsAll / kVsAll
-    (``on_row(row)`` after each, so a run stopped at its time limit keeps what it measured)."""
-    rows = []
+#: Distance models score all entities without a matrix product: with 1VsAll/kVsAll at the paper's dimension they
+#: train in chunks at seconds a step (docs/gpu/run3), so the model table runs them last, on a small step budget.
+DISTANCE_MODELS = ("transe", "rotate")
+SLOW_STEPS, SLOW_WARMUP = 3, 1
+
+
+def model_plan(steps: int, smoke: bool) -> list[tuple[dict, int, int]]:
+    """The model table's configurations as ``(cfg, steps, warmup)``: every model at its paper dimension, sampled (512
+    shared negatives) and 1VsAll / kVsAll; the distance models' 1VsAll/kVsAll rows last, with ``SLOW_STEPS`` steps
+    each, so a table cut at its time limit has measured every other row."""
+    fast, slow = [], []
     for name in MODELS:
         dim = 16 if smoke else PAPER_DIM.get(name, 2000)
         for negatives, loss in ((8 if smoke else 512, "BCE_adv"), ("1VsAll", "CE"), ("kVsAll", "BCE_mean")):
             cfg = {"model": name, "dim": dim, "batch_size": 64 if smoke else 1024, "negatives": negatives,
                    "loss": loss, "regularizer": "DURA", "optimizer": "Adam", "lr": 1e-3}
-            try:
-                res, trainer = train_run(Trainer, kg, cfg, steps, warmup=3)
-                rows.append({"model": name, "dim": dim, "negatives": negatives, **res})
-                del trainer
-            except torch.OutOfMemoryError as err:
-                rows.append({"model": name, "dim": dim, "negatives": negatives, "error": f"OOM: {err}"[:120]})
-            if on_row is not None:
-                on_row(rows[-1])
+            if name in DISTANCE_MODELS and isinstance(negatives, str):
+                slow.append((cfg, min(steps, SLOW_STEPS), SLOW_WARMUP))
+            else:
+                fast.append((cfg, steps, 3))
+    return fast + slow
+
+
+def model_table(kg: KnowledgeGraph, steps: int, smoke: bool, on_row=None) -> list[dict]:
+    """The rows of :func:`model_plan`, measured in its order (``on_row(row)`` after each, so a run stopped at its
+    time limit keeps what it measured)."""
+    rows = []
+    for cfg, n_steps, warmup in model_plan(steps, smoke):
+        name, dim, negatives = cfg["model"], cfg["dim"], cfg["negatives"]
+        try:
+            res, trainer = train_run(Trainer, kg, cfg, n_steps, warmup=warmup)
+            rows.append({"model": name, "dim": dim, "negatives": negatives, **res})
+            del trainer
+        except torch.OutOfMemoryError as err:
+            rows.append({"model": name, "dim": dim, "negatives": negatives, "error": f"OOM: {err}"[:120]})
+        if on_row is not None:
+            on_row(rows[-1])
     return rows
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU acceptance check of kgtuner (issue 23): environment, engine speed, learning on CUDA vs CPU, a real
-# CUDA out-of-memory, and the search service end to end, in at most --limit seconds (default 480) on one
-# H100/H200. Everything it measures goes under the output folder; summary.txt is the one-screen verdict.
+# CUDA out-of-memory, and the search service end to end, in at most --limit seconds (default 420, so a 15-minute
+# device window holds the install, the check and a rerun) on one H100/H200. Everything it measures goes under the output folder; summary.txt is the one-screen verdict.
 #
 #   bash scripts/gpu_check.sh --out "$OUT"        # on a GPU machine (docs/gpu/README.md)
 #   bash scripts/gpu_check.sh --smoke --out DIR   # every step on CPU at toy size (tests/test_gpu_check.py)
@@ -12,7 +12,7 @@
 # Env: PYTHON (default .venv/bin/python, else python), GPU_CHECK_LAUNCH_BUDGET (launch budget, default 110).
 # Steps (each timed, each under `timeout`; a failed step is recorded and the next one runs; the exit
 # status is non-zero when any step or check failed):
-#   env     nvidia-smi, torch/CUDA/Ray versions, git commit and status          -> env/
+#   env     nvidia-smi, torch/CUDA/Ray versions, git commit and status, tree hash -> env/
 #   data    synthetic learnable ogbl-biokg in OGB's layout (make_ogb_biokg.py)  -> data/ogb/
 #   engine  scripts/bench_gpu.py --models main: the main configuration          -> engine/engine.log
 #   learn   kgtuner.train on CUDA and on CPU (2 seeds), MRR at equal steps      -> learn/learn.json
@@ -37,7 +37,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "gpu_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-if [[ -z "$limit" ]]; then limit=$(( smoke ? 900 : 480 )); fi
+if [[ -z "$limit" ]]; then limit=$(( smoke ? 900 : 420 )); fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 cd "$repo"
@@ -128,7 +128,9 @@ env_step() {
     echo "clean (no changed or untracked files)" > "$out/env/git-status.txt"
     n_changed=0
   fi
-  echo "commit: $(cat "$out/env/git-commit.txt"); changed files: $n_changed"
+  bash scripts/tree_hash.sh > "$out/env/tree-hash.txt" 2>&1 || echo "unavailable" > "$out/env/tree-hash.txt"
+  echo "commit: $(cat "$out/env/git-commit.txt"); changed files: $n_changed; tree content hash (scripts/tree_hash.sh):" \
+    "$(cat "$out/env/tree-hash.txt")"
   "$py" - "$out/env/env.json" "$gpus" "$smoke" <<'EOF'
 import json, platform, sys
 import ogb, ray, torch

@@ -7,7 +7,7 @@ tar -xJf .whl/ray-slim.tar.xz -C /tmp/site && python3 -m pip install -q --no-ind
 export PYTHONPATH=/tmp/site
 python3 -c "import ray, ogb, hydra, torch; print(\"ray\", ray.__version__, \"torch\", torch.__version__, \"cuda\", torch.cuda.is_available())"
 res=/tmp/gpu_check
-PYTHON=python3 bash scripts/gpu_check.sh --out "$res" --limit "${LIMIT:-480}" 2>&1 | tee "$OUT/console.log"
+PYTHON=python3 bash scripts/gpu_check.sh --out "$res" --limit "${LIMIT:-420}" 2>&1 | tee "$OUT/console.log"
 rc=${PIPESTATUS[0]}
 cp "$res/summary.txt" "$res/summary.json" "$OUT/" 2>/dev/null
 cp "$res/engine/engine.log" "$res/models/models.log" "$OUT/" 2>/dev/null

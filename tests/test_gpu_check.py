@@ -47,6 +47,10 @@ def test_smoke_run_passes_every_step_on_cpu(tmp_path):
                  "launch/run/trials.parquet", "launch/run/summary.json", "launch/run/embeddings.npz",
                  "summary.txt", "summary.json", "steps.tsv"):
         assert (out / path).is_file() and (out / path).stat().st_size > 0, path
+    # the tree's content hash names exactly the tree the check ran on, with or without git
+    tree = subprocess.run(["bash", "scripts/tree_hash.sh"], cwd=REPO, capture_output=True, text=True, check=True)
+    assert (out / "env" / "tree-hash.txt").read_text().strip() == tree.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", tree.stdout.strip())
     assert (out / "env" / "nvidia-smi.txt").read_text().strip() == "absent" or "NVIDIA" in (out / "env" / "nvidia-smi.txt").read_text()
     steps = [ln.split("\t") for ln in (out / "steps.tsv").read_text().splitlines()[1:]]
     assert [s[0] for s in steps] == [*STEPS, "verify"] and all(s[1] == "0" for s in steps)
@@ -235,3 +239,15 @@ def test_profile_counts_each_kernel_once():
               SimpleNamespace(device_type=DeviceType.CPU, self_device_time_total=0.0),    # cudaLaunchKernel
               SimpleNamespace(device_type=DeviceType.CUDA, self_device_time_total=2.5)]   # an elementwise kernel
     assert profile.kernel_us(events) == 42.5
+
+
+def test_the_model_table_measures_the_slow_distance_rows_last_on_a_small_budget():
+    """TransE and RotatE with 1VsAll/kVsAll at dim 2000 chunk at seconds a step (run 3): they come last, 3 steps
+    each, so a model table cut at its time limit has every other row."""
+    bench = load_script("bench_gpu")
+    plan = bench.model_plan(20, smoke=False)
+    assert len(plan) == 3 * len(bench.MODELS)
+    slow = [(c["model"], c["negatives"]) for c, _, _ in plan[-4:]]
+    assert sorted(slow) == sorted([(m, n) for m in ("transe", "rotate") for n in ("1VsAll", "kVsAll")])
+    assert all(steps == 3 for _, steps, _ in plan[-4:]) and all(steps == 20 for _, steps, _ in plan[:-4])
+    assert {c["model"] for c, _, _ in plan} == set(bench.MODELS)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU acceptance check of kgtuner (issue 23): environment, engine speed, learning on CUDA vs CPU, a real
 # CUDA out-of-memory, and the search service end to end, in at most --limit seconds (default 420, so a 15-minute
-# device window holds the install, the check and a rerun) on one H100/H200. Everything it measures goes under the output folder; summary.txt is the one-screen verdict.
+# device window holds the install, the check and a rerun) on one H100/H200. Everything it measures goes under
+# the output folder; summary.txt is the one-screen verdict.
 #
 #   bash scripts/gpu_check.sh --out "$OUT"        # on a GPU machine (docs/gpu/README.md)
 #   bash scripts/gpu_check.sh --smoke --out DIR   # every step on CPU at toy size (tests/test_gpu_check.py)

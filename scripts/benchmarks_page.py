@@ -999,6 +999,7 @@ def render(docs: Path, page: Path, replay_root: Path, tables_root: Path, bench,
           "collects them.", ""]
     frames = replay_frames(replay_root) if frames is None else frames  # every replay journal, read once
     md += section_replay(replay_root, tables_root, docs, rel, frames)
+    md += _script("stage2_study").section(docs / "issue37" / "replay", replay_root)  # issue 37's stage 2
     md += section_tables_in_progress(tables_root, frames)
     md += section_live(docs, rel, bench, prov, "large")
     if (prov.get("large") or {}).get("machine"):

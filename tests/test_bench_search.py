@@ -255,7 +255,9 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, m
         if f.suffix in (".parquet", ".json"):
             shutil.copy(f, docs / f.name)
     shutil.copytree(REPO / "docs" / "benchmarks" / "tables", docs / "tables")
-    for journal in committed(REPO / "docs" / "benchmarks" / "replay", "journal.jsonl"):  # the replay journals
+    journals = [*committed(REPO / "docs" / "benchmarks" / "replay", "journal.jsonl"),  # the replay journals
+                *committed(REPO / "docs" / "benchmarks" / "issue37", "journal.jsonl")]   # issue 37's stage-2 study
+    for journal in journals:
         target = docs / journal.relative_to(REPO / "docs" / "benchmarks")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(journal, target)

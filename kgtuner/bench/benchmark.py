@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from kgtuner.bench.pool import ON_MISS
-from kgtuner.errors import ConfigError
+from kgtuner.errors import ConfigError, KGTunerError
 
 ALGORITHMS = ("kgtuner", "kgtuner_asha", "rf_bore", "tpe", "random")
 #: The searches whose trials a table of 20%-subgraph and full-graph runs cannot replay, and why.
@@ -119,7 +120,9 @@ class BenchmarkSettings:
 #: against the first round at each configuration's cheapest expansion (``stage2_searcher.cover_sizes=cheapest``,
 #: part 2's stage 2 that fits a small budget); 1 and 8 workers, every budget, 30 paired seeds; decided by
 #: :func:`kgtuner.bench.compare.variant_verdicts` on codex-m, confirmed on WN18RR (a variant replaces the default
-#: only where it wins on both).
+#: only where it wins on both). ``rf_bore_now``: one-stage RF+BORE under the same change of its warm-up (the forest
+#: from the third trial), the rival KGTuner's cells are judged against with random search and TPE of ``main``
+#: (whose code the change left as it was).
 STUDIES = {
     "main": BenchmarkSettings(),
     "miss_bracket": BenchmarkSettings(algorithms=("kgtuner[on_miss=lose]", "kgtuner_asha[on_miss=lose]"),
@@ -131,6 +134,7 @@ STUDIES = {
     "stage2": BenchmarkSettings(
         algorithms=("kgtuner", "kgtuner[stage2_searcher.cover=false]", "kgtuner[stage2_start=ordered]",
                     "kgtuner[stage2_searcher.cover_sizes=cheapest]")),
+    "rf_bore_now": BenchmarkSettings(algorithms=("rf_bore",)),
 }
 
 
@@ -229,6 +233,25 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
             "anytime_json": json.dumps([[round(t, 3), v, te] for t, v, te in res.anytime])}
 
 
+def check_cells(table, cells: Iterable[tuple[str, int, float, int]]) -> None:
+    """Build the strategy of every (algorithm, workers, budget) of ``cells`` (as :func:`run_cell` does, seed 0),
+    so that a setting no strategy takes (``kgtuner[top_k=-3]``) is refused before anything is written: a
+    ConfigError naming the algorithm."""
+    seen = set()
+    for algorithm, workers, budget_trials, _ in cells:
+        key = (algorithm, int(workers), float(budget_trials))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            strategy_for(algorithm, table, budget_seconds(table, budget_trials, workers), 0)
+        except ConfigError as exc:
+            text = str(exc)
+            if text.startswith(f"algorithm {algorithm!r}"):
+                raise
+            raise ConfigError(f"algorithm {algorithm!r}: {text}") from None
+
+
 class ResultsJournal:
     """``journal.jsonl`` of a benchmark: a header (the settings and the table), then one line per replayed
     search, each appended and flushed to disk as it ends."""
@@ -237,18 +260,28 @@ class ResultsJournal:
         self.path = Path(path)
 
     def read(self) -> tuple[dict | None, list[dict]]:
+        """(header, result rows); ConfigError naming the file and line when a line (other than a last one cut by a
+        kill) is not a JSON record."""
         if not self.path.is_file():
             return None, []
+        try:
+            lines = self.path.read_text().splitlines()
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{self.path} cannot be read ({type(exc).__name__}: {exc}); move the journal away to "
+                              "start the benchmark again") from None
         header, rows = None, []
-        for n, line in enumerate(self.path.read_text().splitlines(), 1):
+        for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
             except ValueError:
-                if n == len(self.path.read_text().splitlines()):
+                if n == len(lines):
                     break  # a line cut short by a kill: dropped, the cell is replayed again
                 raise ConfigError(f"{self.path}:{n} is not JSON; move the journal away to start the benchmark again")
+            if not isinstance(rec, dict) or (rec.get("kind") == "result" and not isinstance(rec.get("row"), dict)):
+                raise ConfigError(f"{self.path}:{n} is not a record of a replay journal; move the journal away to "
+                                  "start the benchmark again")
             if rec.get("kind") == "header":
                 header = rec
             elif rec.get("kind") == "result":
@@ -296,15 +329,31 @@ def reusable_rows(table, journals: Iterable[str | Path]) -> dict[tuple, dict]:
     unit = mean_trial_seconds(table)
     out: dict[tuple, dict] = {}
     for path in journals:
-        header, rows = ResultsJournal(path).read()
-        if (not header or header.get("graph") != table.graph or header.get("table") != str(table.source)
-                or not np.isclose(float(header.get("mean_trial_s") or -1), unit, rtol=0, atol=1e-9)):
+        try:
+            found = _journal_cells(path, table, unit)
+        except (KGTunerError, OSError, ValueError, TypeError, KeyError) as exc:
+            # another grid's journal: it cannot stop this replay (only this replay's own journal can refuse it)
+            reason = (str(exc).strip().splitlines() or [""])[0]
+            print(f"kgtuner: warning: sibling journal {path} skipped, its results are not reused (it cannot be "
+                  f"read: {type(exc).__name__}: {reason})", file=sys.stderr, flush=True)
             continue
-        for r in rows:  # the label names every setting, on_miss included where it matters
-            for row in (r, _miss_twin(r)):
-                if row is not None:
-                    out.setdefault((row["algorithm"], int(row["workers"]), float(row["budget_trials"]),
-                                    int(row["seed"])), row)
+        for cell, row in found.items():
+            out.setdefault(cell, row)
+    return out
+
+
+def _journal_cells(path: str | Path, table, unit: float) -> dict[tuple, dict]:
+    """The rows of one journal by cell, with their miss twins (none when it is of another table or budget unit)."""
+    header, rows = ResultsJournal(path).read()
+    out: dict[tuple, dict] = {}
+    if (not header or header.get("graph") != table.graph or header.get("table") != str(table.source)
+            or not np.isclose(float(header.get("mean_trial_s") or -1), unit, rtol=0, atol=1e-9)):
+        return out
+    for r in rows:  # the label names every setting, on_miss included where it matters
+        for row in (r, _miss_twin(r)):
+            if row is not None:
+                out.setdefault((row["algorithm"], int(row["workers"]), float(row["budget_trials"]),
+                                int(row["seed"])), row)
     return out
 
 
@@ -320,14 +369,16 @@ def run_benchmark(table, settings: BenchmarkSettings, journal_path: str | Path, 
     header, rows = journal.read()
     want = {"kind": "header", "settings": settings.to_dict(), "graph": table.graph, "table": str(table.source),
             "mean_trial_s": mean_trial_seconds(table)}
-    if header is None:
-        journal.append(want)
-    elif {k: header.get(k) for k in ("settings", "graph")} != {k: want[k] for k in ("settings", "graph")}:
+    if header is not None and \
+            {k: header.get(k) for k in ("settings", "graph")} != {k: want[k] for k in ("settings", "graph")}:
         raise ConfigError(f"{journal.path} was recorded with other settings ({header.get('settings')}, graph "
                           f"{header.get('graph')}); fix the settings before the runs, or write to another --out")
     done = {(r["algorithm"], r["workers"], r["budget_trials"], r["seed"]) for r in rows}
     todo = [c for c in settings.cells() if (algorithm_label(c[0], settings.on_miss), c[1], float(c[2]), c[3])
             not in done]
+    check_cells(table, todo)  # a refused setting writes nothing: the corrected command runs into the same folder
+    if header is None:
+        journal.append(want)
     total, finished = len(settings.cells()), len(settings.cells()) - len(todo)
 
     def record(row):

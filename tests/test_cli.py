@@ -81,3 +81,33 @@ def test_argument_parser_usage_errors_share_the_style(capsys):
     assert stop.value.code == 2
     assert capsys.readouterr().err == ("kgtuner: error: kgtuner demo: argument --n: invalid int value: 'two' "
                                        "(see kgtuner demo --help)\n")
+
+
+def _one_line_exit_2(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kgtuner: error: "), proc.stderr[-3000:]
+    return lines[0]
+
+
+def test_a_warm_start_row_without_a_stage_is_one_line_naming_the_file_and_row(tmp_path):
+    """Issue 42: a NaN in a warm-start source's ``stage`` column was a ValueError traceback (exit 1)."""
+    import numpy as np
+
+    from kgtuner.search import load_space
+    from kgtuner.tune.results import make_row, rows_to_frame
+
+    space, rng = load_space("full", model="complex", dataset="demo"), np.random.default_rng(0)
+    rows = [make_row(f"old{i}", 1, space.sample(rng), status="ok", valid={"mrr": 0.3}, graph="demo", trial_index=i)
+            for i in range(4)]
+    frame = rows_to_frame(rows)
+    frame["stage"] = frame["stage"].astype(float)
+    frame.loc[2, "stage"] = float("nan")
+    run = tmp_path / "earlier"
+    run.mkdir()
+    frame.to_parquet(run / "trials.parquet")
+    proc = _run(["launch", "cluster.include_dashboard=false", "search=rf_bore", f"search.warm_start=[{run}]"],
+                cwd=tmp_path)
+    line = _one_line_exit_2(proc)
+    assert f"{run / 'trials.parquet'} row 2 (trial old2) has stage nan" in line, line

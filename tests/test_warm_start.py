@@ -141,3 +141,72 @@ def test_the_papers_wn18rr_complex_configuration_is_a_known_preset(search, monke
     assert point == {"negatives": 32, "loss": "BCE_mean", "regularizer": "NUC", "reg_weight": 1.21e-3,
                      "dropout": 0.28, "optimizer": "Adam", "lr": 6.08e-4, "initializer": "xavier_uniform",
                      "batch_size": 1024, "dim": 2000, "inverse": False}
+
+
+# ------------------------------------------------------------------ issue 42: bad rows and repeated sources
+def test_a_stage_that_is_not_a_number_is_one_line_naming_the_file_and_row(tmp_path):
+    from kgtuner.search import load_space
+
+    run = _earlier_run(tmp_path, load_space("full", model="complex", dataset="demo"), graph="demo", n=8)
+    frame = pd.read_parquet(f"{run}/trials.parquet")
+    frame["stage"] = frame["stage"].astype(float)
+    frame.loc[3, "stage"] = float("nan")
+    frame.to_parquet(f"{run}/trials.parquet")
+    with pytest.raises(ConfigError) as err:
+        _settings("search=rf_bore", f"search.warm_start=[{run}]")
+    text = str(err.value)
+    assert "\n" not in text and f"{run}/trials.parquet" in text and "row 3" in text and "stage" in text, text
+    assert "trial old3" in text
+
+
+def _copy_run(src: str, dst) -> str:
+    import shutil
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def test_a_source_listed_twice_is_read_once_with_a_warning(tmp_path):
+    from kgtuner.search import load_space
+    from kgtuner.tune.warm_start import RepeatedSourceWarning, load_sources
+
+    run = _earlier_run(tmp_path, load_space("full", model="complex", dataset="demo"), graph="demo", n=10)
+    # the same run three times: as given, as its trials.parquet, through another spelling of its path
+    other = str(tmp_path / "earlier" / ".." / "earlier")
+    with pytest.warns(RepeatedSourceWarning, match=r"search.warm_start\[0\] .* listed again as \[1\], \[2\]") as seen:
+        groups, infos = load_sources([run, f"{run}/trials.parquet", other])
+    assert len(seen) == 1 and all("\n" not in str(w.message) for w in seen)
+    assert len(groups) == 1 and len(groups[0].rows) == 11
+    assert len(infos) == 1 and infos[0]["rows"] == 11
+    # a copy of a run elsewhere is the same run (the same trials.parquet, byte for byte)
+    copy = _copy_run(run, tmp_path / "backup" / "earlier")
+    with pytest.warns(RepeatedSourceWarning, match="the same rows"):
+        groups, _ = load_sources([run, copy])
+    assert len(groups) == 1 and len(groups[0].rows) == 11
+
+
+def test_two_runs_in_folders_of_one_name_are_two_groups_named_apart(tmp_path):
+    from kgtuner.search import load_space
+    from kgtuner.tune.warm_start import load_sources
+
+    space = load_space("full", model="complex", dataset="demo")
+    first = _earlier_run(tmp_path, space, graph="demo", n=10)
+    a = _copy_run(first, tmp_path / "a" / "base1")
+    b = tmp_path / "b" / "base1"
+    b.mkdir(parents=True)
+    frame = pd.read_parquet(f"{first}/trials.parquet")
+    frame.head(4).to_parquet(b / "trials.parquet")  # another run: other rows
+    groups, infos = load_sources([a, str(b)])
+    assert [len(g.rows) for g in groups] == [11, 4]
+    assert len({g.group for g in groups}) == 2  # labelled apart: each among its own rows
+    assert [g.source for g in groups] == ["a/base1", "b/base1"] and [i["label"] for i in infos] == ["a/base1", "b/base1"]
+    # a folder name no other source has stays the group's name
+    groups, infos = load_sources([str(b), first])
+    assert [g.source for g in groups] == ["base1", "earlier"]
+    # through a strategy: summary.json's report names both groups and both sources
+    strategy = _one_stage(f"search.warm_start=[{a},{b}]")
+    _first(strategy, 1)
+    summary = strategy.warm_summary()
+    assert [s["label"] for s in summary["sources"]] == ["a/base1", "b/base1"]
+    assert [(g["source"], g["rows"]) for g in summary["groups"]] == [("a/base1", 11), ("b/base1", 4)]

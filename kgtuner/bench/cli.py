@@ -151,9 +151,11 @@ def main(argv: list[str] | None = None, prog: str = "kgtuner bench") -> int:
             from kgtuner.bench.record import default_out
             from kgtuner.bench.restore import restore_journal
 
+            from kgtuner.bench.table import read_card
+
             table = Path(args.table)
             card = table / "card.json"
-            graph = json.loads(card.read_text()).get("graph") if card.is_file() else None
+            graph = read_card(card).get("graph") if card.is_file() else None
             out = Path(args.out) if args.out else default_out(graph or table.resolve().name)
             done = restore_journal(table, out)
             print(f"{done['runs']} run(s), {done['sessions']} session(s) -> {done['journal']}"

@@ -58,6 +58,11 @@ SIZE_KEYS = FIDELITY_KEYS
 
 
 # ----------------------------------------------------------------------------------------- the table
+#: The columns a replay reads of ``runs.parquet`` and ``curves.parquet``.
+RUN_NEEDS = ("run_id", "pool", "config_index", "batch_size", "dim", "config_json", "status", "seconds_total")
+CURVE_NEEDS = ("run_id", "step", "seconds", "valid_mrr")
+
+
 @dataclass
 class RecordedRun:
     """One recorded training: its validation curve and what it cost."""
@@ -122,13 +127,14 @@ class ReplayTable:
     @classmethod
     def load(cls, folder: str | Path) -> "ReplayTable":
         """The table of ``folder`` (``runs.parquet``, ``curves.parquet`` and ``card.json`` or the journal header)."""
-        import pandas as pd
+        from kgtuner.bench.table import read_frame
 
         folder = Path(folder)
         for name in ("runs.parquet", "curves.parquet"):
             if not (folder / name).is_file():
                 raise ConfigError(f"{folder / name} is missing: not a recorded table (see `kgtuner bench record`)")
-        runs, curves = pd.read_parquet(folder / "runs.parquet"), pd.read_parquet(folder / "curves.parquet")
+        runs = read_frame(folder / "runs.parquet", need=RUN_NEEDS)
+        curves = read_frame(folder / "curves.parquet", need=CURVE_NEEDS)
         header = _table_settings(folder, runs)
         return cls(runs, curves, graph=header["graph"], model=header.get("model", "complex"),
                    stage1_space=header.get("stage1_space", "decoupled"), full_space=header.get("full_space", "full"),
@@ -225,10 +231,12 @@ def _num(value) -> float | None:
 
 def _table_settings(folder: Path, runs) -> dict:
     """graph/model/spaces of a recorded table: from its card.json or journal header, else from its rows."""
+    from kgtuner.bench.table import read_card
+
     for name in ("card.json", "settings.json"):
         path = folder / name
         if path.is_file():
-            data = json.loads(path.read_text())
+            data = read_card(path)
             settings = data.get("settings", data)
             graph = data.get("graph") or settings.get("graph") or Path(str(settings.get("dataset", ""))).name
             return {"graph": graph, "model": settings.get("model", "complex"),
@@ -236,6 +244,9 @@ def _table_settings(folder: Path, runs) -> dict:
                     "full_space": settings.get("full_space", "full"),
                     "valid_every": {pool: int(settings[f"{pool}_valid_every"]) for pool in ("stage1", "expand", "full")
                                     if settings.get(f"{pool}_valid_every")}}
+    if not {"dataset", "model"} <= set(runs.columns) or not len(runs):
+        raise ConfigError(f"{folder} has no card.json and its runs.parquet does not name the graph (columns dataset, "
+                          "model): write the table again with `kgtuner bench report`")
     return {"graph": str(runs["dataset"].iloc[0]), "model": str(runs["model"].iloc[0])}
 
 

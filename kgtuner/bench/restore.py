@@ -22,19 +22,19 @@ from typing import Any
 
 from kgtuner.bench.pool import SCHEMA_VERSION, Pools, RecordSettings
 from kgtuner.bench.record import METRICS, Journal
-from kgtuner.bench.table import HP_COLUMNS
+from kgtuner.bench.table import HP_COLUMNS, read_arrow, read_card
 from kgtuner.errors import ConfigError
 
 #: ``runs.parquet`` columns the report derives (not in a journal's run record).
 DERIVED_COLUMNS = ("dataset", "stage1_rank", "stage1_valid_mrr", "config_json", *HP_COLUMNS)
 CURVE_POINT_KEYS = ("step", "epoch", *(f"valid_{k}" for k in METRICS), "loss", "lr", "train_s", "valid_s", "final")
+#: ``runs.parquet`` columns a restore reads beyond the record's own (the pools' check, the order of the runs).
+RUN_NEEDS = ("run_id", "pool", "seed", "config_index", "batch_size", "dim", "config_json", "ended_unix")
 
 
 def restore_journal(table_dir: str | Path, out: str | Path, *, now: float | None = None) -> dict[str, Any]:
     """Write ``out/journal.jsonl`` from the table in ``table_dir``; return ``{"runs", "sessions", "journal",
     "rebuilt_header"}``. Refuses to overwrite a journal that holds records."""
-    import pyarrow.parquet as pq
-
     table_dir, out = Path(table_dir), Path(out)
     paths = {name: table_dir / name for name in ("card.json", "runs.parquet", "curves.parquet")}
     missing = [str(p) for p in paths.values() if not p.is_file()]
@@ -45,17 +45,15 @@ def restore_journal(table_dir: str | Path, out: str | Path, *, now: float | None
     if journal.exists():
         raise ConfigError(f"{journal.path} already holds a journal: continue it with `kgtuner bench record`, or "
                           "restore into another --out")
-    try:
-        card = json.loads(paths["card.json"].read_text())
-    except ValueError as exc:
-        raise ConfigError(f"{paths['card.json']} is not JSON ({exc})") from None
+    card = read_card(paths["card.json"])
     missing = [k for k in ("graph", "settings") if k not in card]
     if missing:
         raise ConfigError(f"{paths['card.json']} lacks {', '.join(missing)}: not a card written by `kgtuner bench "
                           "report`")
-    rows = pq.read_table(paths["runs.parquet"]).to_pylist()
+    rows = read_arrow(paths["runs.parquet"], need=RUN_NEEDS).to_pylist()
     points: dict[str, list[dict]] = {}
-    for p in sorted(pq.read_table(paths["curves.parquet"]).to_pylist(), key=lambda p: (p["run_id"], p["point"])):
+    curves = read_arrow(paths["curves.parquet"], need=("run_id", "point", *CURVE_POINT_KEYS)).to_pylist()
+    for p in sorted(curves, key=lambda p: (p["run_id"], p["point"])):
         points.setdefault(p["run_id"], []).append({k: p[k] for k in CURVE_POINT_KEYS})
     runs = [_run_record(row, points.get(row["run_id"], [])) for row in rows]
     saved = card.get("journal") or {}
@@ -136,12 +134,10 @@ def _check_runs(settings: RecordSettings, header: dict, runs: list[dict], where:
 def missing_from_journal(table_dir: str | Path, journal_dir: str | Path) -> list[str]:
     """The run ids of the table in ``table_dir`` that the journal in ``journal_dir`` lacks: runs recorded elsewhere
     since this journal was written (continuing it would train them again, and its report would drop them)."""
-    import pyarrow.parquet as pq
-
     from kgtuner.bench.table import load_journal
 
     path = Path(table_dir) / "runs.parquet"
     if not path.is_file():
         return []
     have = {r["run_id"] for r in load_journal(journal_dir)[2]}
-    return sorted(set(pq.read_table(path, columns=["run_id"]).column("run_id").to_pylist()) - have)
+    return sorted(set(read_arrow(path, columns=["run_id"]).column("run_id").to_pylist()) - have)

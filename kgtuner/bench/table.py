@@ -60,6 +60,63 @@ RUN_SCHEMA = _schema(RUN_COLUMNS)
 CURVE_SCHEMA = _schema(CURVE_COLUMNS)
 
 
+# ------------------------------------------------------------------------------------ reading
+def _unreadable(path: Path, exc: BaseException) -> ConfigError:
+    reason = (str(exc).strip().splitlines() or [""])[0]
+    return ConfigError(f"{path} is not a readable Parquet file ({type(exc).__name__}: {reason}); the table is "
+                       "damaged (a copy cut short?): write it again with `kgtuner bench report` from its journal, "
+                       "or copy the table again")
+
+
+def _need(path: Path, have: Iterable[str], need: Iterable[str]) -> None:
+    missing = [c for c in need if c not in set(have)]
+    if missing:
+        raise ConfigError(f"{path} lacks the column(s) {missing}: not a table written by `kgtuner bench report`")
+
+
+def read_frame(path: str | Path, need: Iterable[str] = ()):
+    """``pd.read_parquet(path)``; ConfigError (one line naming the file) when it cannot be read or lacks a column
+    of ``need``."""
+    import pandas as pd
+
+    path = Path(path)
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - whatever pyarrow says of a damaged file, the file is at fault
+        raise _unreadable(path, exc) from None
+    _need(path, frame.columns, need)
+    return frame
+
+
+def read_arrow(path: str | Path, need: Iterable[str] = (), columns: list[str] | None = None):
+    """``pyarrow.parquet.read_table(path, columns=columns)``; ConfigError (one line naming the file) when it cannot
+    be read or lacks a column of ``need``."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        names = pq.read_schema(path).names
+        _need(path, names, [*need, *(columns or [])])
+        return pq.read_table(path, columns=columns)
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever pyarrow says of a damaged file, the file is at fault
+        raise _unreadable(path, exc) from None
+
+
+def read_card(path: str | Path) -> dict:
+    """A table's ``card.json``; ConfigError (one line naming it) when it is not a JSON object."""
+    path = Path(path)
+    try:
+        card = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path} is not readable JSON ({type(exc).__name__}: {exc}); write the table again with "
+                          "`kgtuner bench report`, or copy it again") from None
+    if not isinstance(card, dict):
+        raise ConfigError(f"{path} is not a card written by `kgtuner bench report` (not a JSON object)")
+    return card
+
+
 # ------------------------------------------------------------------------------------ journal
 def load_journal(path: str | Path) -> tuple[dict, list[dict], list[dict]]:
     """(header, sessions, runs) of a journal file or of the folder holding ``journal.jsonl``; runs in

@@ -75,4 +75,21 @@ def write_outputs(driver) -> dict:
     if driver.verbose:
         print(summary_table(driver.store, summary), file=driver.out, flush=True)
         driver.log(f"outputs in {driver.run_dir}: trials.parquet, summary.json, {BEST_CONFIG_FILE}, {CURVE_FILE}")
+    track_search(driver, summary)
     return summary
+
+
+def track_search(driver, summary: dict) -> None:
+    """The search's summary and the answer's files to the experiment tracker (``tracker=mlflow|wandb``), once the
+    run directory holds them; a tracker that fails costs a warning, never the run's outputs."""
+    from kgtuner.tune.trackers import log_search
+
+    tracker = driver.settings.tracker
+    if not tracker.on:
+        return
+    try:
+        log_search(tracker, driver.run_dir, driver.settings.name, summary)
+        driver.log(f"tracker={tracker.name}: the search's summary and the answer's files logged (run 'search')")
+    except Exception as exc:  # noqa: BLE001 - the outputs are written; a tracker's failure must not undo the run
+        driver.log(f"warning: tracker={tracker.name} could not log the search's summary ({type(exc).__name__}: "
+                   f"{exc}); the run directory holds every output")

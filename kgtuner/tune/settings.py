@@ -15,13 +15,14 @@ from kgtuner.tune.budget import Budget
 from kgtuner.cluster.ray_cluster import CLUSTER_KEYS
 from kgtuner.tune.strategies import strategy_class
 from kgtuner.tune.keys import check_keys
+from kgtuner.tune.trackers import TrackerSettings
 from kgtuner.validation import number
 
 #: The config groups of the launcher (conf/config.yaml's defaults).
 GROUPS = ("data", "model", "space", "search", "budget", "trial", "cluster")
 #: Every top-level key of the launcher's config: its groups, conf/config.yaml's own keys, and Hydra's
 #: (``hydra`` is present only when the config is composed with it).
-TOP_LEVEL_KEYS = GROUPS + ("name", "seed", "resume", "final", "answer", "hydra")
+TOP_LEVEL_KEYS = GROUPS + ("name", "seed", "resume", "final", "answer", "hydra", "tracker")
 #: Keys of the ``data`` group (conf/data/*.yaml; read by kgtuner.data.from_config).
 DATA_KEYS = ("name", "path", "unseen", "ogb_root")
 BUDGET_KEYS = ("seconds", "trials", "grace_fraction")
@@ -129,6 +130,7 @@ class ExperimentSettings:
     resume: bool = False
     name: str = "kgtuner"
     raw: dict = field(default_factory=dict, compare=False, repr=False)
+    tracker: TrackerSettings = field(default_factory=TrackerSettings)  # the ``tracker`` group (default: none)
 
     @property
     def search_name(self) -> str:
@@ -223,6 +225,7 @@ class ExperimentSettings:
             resume=resume,
             name=str(cfg.get("name") or "kgtuner"),
             raw=dict(cfg),
+            tracker=TrackerSettings.from_mapping(cfg.get("tracker")),
         )
         strategy.check_points(settings)  # search.points_to_evaluate against the space, before Ray starts
         return settings

@@ -343,6 +343,7 @@ class Coordinator(Faults, Resume):
         from kgtuner.tune.answer_model import AnswerCallback
         from kgtuner.tune.early_stop import RunDirFIFOScheduler
         from kgtuner.tune.progress import ProgressCallback
+        from kgtuner.tune.trackers import callbacks as tracker_callbacks
 
         _configure_tune()
         # Tune queues only one pending trial at a time for a custom searcher unless told otherwise
@@ -364,7 +365,8 @@ class Coordinator(Faults, Resume):
                 scheduler=self.strategy.scheduler() or RunDirFIFOScheduler(), metric=METRIC, mode=MODE, num_samples=-1,
                 reuse_actors=True, trial_dirname_creator=trial_dirname),
             run_config=tune.RunConfig(
-                name=SEARCH_DIR, storage_path=str(self.run_dir), callbacks=[ProgressCallback(), AnswerCallback()],
+                name=SEARCH_DIR, storage_path=str(self.run_dir),  # + MLflow / W&B (tracker=...)
+                callbacks=[ProgressCallback(), AnswerCallback(), *tracker_callbacks(self.settings, self.run_dir)],
                 failure_config=tune.FailureConfig(max_failures=self.settings.trial.max_failures),
                 checkpoint_config=self.answer.checkpoint_config(),  # best 2 per trial by valid_mrr
                 verbose=1 if self.verbose else 0, progress_reporter=reporter),

@@ -96,6 +96,19 @@ def test_a_grash_search_cannot_grow_its_budget(tmp_path):
     assert check_run_dir(_settings(*grash, "resume=true"), run_dir) is not None  # its own budget resumes
 
 
+#: The error of a KGTuner search whose stage-1 trials all failed (StagedSearcher's SearchFailed, in its state file).
+STAGE1_FAILED = ("stage 1 produced no successful trial, so there is nothing to fine-tune; see the errors in "
+                 "trials.parquet")
+
+
+def test_a_kgtuner_search_whose_stage1_failed_cannot_grow_its_budget(tmp_path):
+    run_dir = _run_dir_of(_settings(*TRIALS), tmp_path, error=STAGE1_FAILED, top=None, search_done=True)
+    write_overrides(run_dir, list(TRIALS))
+    with pytest.raises(RunDirRefused, match="stage 1 produced no successful trial, so there is nothing to extend"):
+        check_run_dir(_settings(*TRIALS, "budget.trials=12", "resume=true"), run_dir)
+    assert check_run_dir(_settings(*TRIALS, "resume=true"), run_dir) is not None  # its own budget: as before
+
+
 def test_the_split_kept_in_the_state_file_survives_a_second_extension(tmp_path):
     first = _settings(*TRIALS, "budget.trials=12")  # the run was extended once already, from 6 trials
     run_dir = _run_dir_of(first, tmp_path, budget_base=6.0)
@@ -210,6 +223,25 @@ def _launch(run_dir, *overrides, timeout=400):
 # A finished search resumed with a larger budget, end to end: tests/test_launch_e2e.py::
 # test_a_finished_kgtuner_search_resumed_with_a_larger_budget (it extends that file's finished search, one search
 # fewer in CI's serial step).
+
+
+@pytest.mark.slow
+def test_extending_a_search_whose_stage1_trials_all_failed_is_refused_before_anything_is_written(tmp_path):
+    """Every stage-1 trial of a 6-trial KGTuner search failed (the search failed: exit 2); ``resume=true
+    budget.trials=12`` is refused with the reason, and the kept overrides, the state file and summary.json stay
+    byte for byte as they were (it used to print "budget extended", run nothing and write the new budget)."""
+    run_dir = tmp_path / "run"
+    failed = (*TRIALS, "search=kgtuner", "trial.inject_failures=[0,1,2]")  # stage 1: trials 0..2 of 6
+    first = _launch(run_dir, *failed)
+    assert first.returncode == 2 and STAGE1_FAILED in first.stderr, first.stdout[-3000:] + first.stderr[-3000:]
+    before = {name: (run_dir / name).read_bytes() for name in (OVERRIDES_FILE, STATE_FILE, "summary.json")}
+    proc = _launch(run_dir, *failed, "budget.trials=12", "resume=true")
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("kgtuner: error:")]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "stage 1 produced no successful trial, so there is nothing to extend" in lines[0], lines[0]
+    assert "budget extended" not in proc.stdout
+    assert {name: (run_dir / name).read_bytes() for name in before} == before
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 from kgtuner.errors import KGTunerError
 from kgtuner.paths import CONF_DIR
 from kgtuner.tune.run_dir import (LOCK_FILE, OVERRIDES_FILE, STATE_FILE, RunDirLock, RunDirRefused, check_run_dir,
-                                  experiment_files, read_overrides)
+                                  experiment_files, fingerprint, read_overrides, write_overrides)
 from kgtuner.tune.settings import ExperimentSettings
 
 pytestmark = pytest.mark.serial  # starts Ray or kgtuner launches: one at a time (make test)
@@ -321,3 +321,42 @@ def test_hydras_own_errors_exit_2_with_one_line(override, fragment, tmp_path):
     proc = _launch(tmp_path / "run", override, timeout=120)
     assert fragment in _error_line(proc) and "usage:" not in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------------------------- 10. Ray too slow
+#: What Ray 2.60 raises when a local start's raylet does not register with the GCS within 30 s (a plain Exception,
+#: ray/_private/node.py, Node.__init__), as seen at load average 15.
+RAY_START_TIMEOUT = ("The current node timed out during startup. This could happen because some of the raylet failed "
+                     "to startup or the GCS has become overloaded.")
+#: ``python -m kgtuner.launch`` whose ``ray.init`` fails that way (a busy machine, without making it busy).
+SLOW_RAY = ("import sys, ray\n"
+            "def init(*args, **kwargs):\n"
+            f"    raise Exception({RAY_START_TIMEOUT!r})\n"
+            "ray.init = init\n"
+            "from kgtuner.launch import main\n"
+            "main(sys.argv[1:], prog='python -m kgtuner.launch')\n")
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["fresh", "resume"])
+def test_rays_start_up_timeout_is_one_line_with_the_command_to_retry(resume, tmp_path):
+    """Ray's start-up timeout (its GCS/raylet too slow on a busy machine): one line naming the cause and the command
+    to retry -- the same command, with resume=true where the run directory holds a search, which stays resumable."""
+    run_dir = tmp_path / "run"
+    again = ("resume=true",) if resume else ()
+    if resume:  # a search that Ray's start cut short before (its state file: Tune saved nothing yet)
+        run_dir.mkdir()
+        (run_dir / STATE_FILE).write_text(json.dumps({"fingerprint": fingerprint(_settings(*TINY)), "stage": 1,
+                                                      "elapsed_s": 0.0, "started": {}, "sessions": 1}, default=str))
+        write_overrides(run_dir, list(TINY))
+    proc = subprocess.run([sys.executable, "-c", SLOW_RAY, f"hydra.run.dir={run_dir}", *TINY, *again], cwd=REPO,
+                          capture_output=True, text=True, timeout=180)
+    line = _error_line(proc)
+    assert "Ray did not start in time" in line and "timed out during startup" in line, line
+    assert line.endswith(" ".join(["python -m kgtuner.launch", *TINY, "resume=true" if resume else "",
+                                   f"hydra.run.dir={run_dir}"]).replace("  ", " ")), line
+    if resume:
+        assert check_run_dir(_settings(*TINY, "resume=true"), run_dir) is not None  # still resumable
+        assert read_overrides(run_dir) == list(TINY)
+    else:  # nothing of the search written: the same command starts it
+        assert experiment_files(run_dir) == [] and not (run_dir / OVERRIDES_FILE).exists()
+    assert RunDirLock(run_dir).acquire().release() is None  # the driver released the directory

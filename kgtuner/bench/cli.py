@@ -138,6 +138,11 @@ def settings_for(dataset: str, out: Path, explicit: dict):
 
 def main(argv: list[str] | None = None, prog: str = "kgtuner bench") -> int:
     args = _parser(prog).parse_args(argv)
+    from kgtuner.cli import output_dir_problem
+
+    problem = output_dir_problem(getattr(args, "out", None), "--out")  # an existing file: one line, before any work
+    if problem:
+        return fail(problem)
     try:
         if args.command in ("report", "finalize"):
             from kgtuner.bench.table import finalize, load_journal

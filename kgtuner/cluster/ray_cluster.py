@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kgtuner._compat import RUNTIME_ENV_VARS
-from kgtuner.errors import ConfigError
+from kgtuner.errors import ConfigError, KGTunerError
 
 log = logging.getLogger(__name__)
 
@@ -483,6 +483,37 @@ def shutdown_ray() -> None:
     _stop_reaper()
 
 
+class RayStartTimedOut(KGTunerError):
+    """A local Ray did not start in time (its GCS or raylet too slow, e.g. on a machine under heavy load); the
+    search can be retried as it is (:meth:`kgtuner.tune.faults.Faults.faults_as_errors` adds the command)."""
+
+
+#: How Ray 2.x reports a local start that did not finish in time: ``Node.__init__``'s plain Exception "The current
+#: node timed out during startup ..." (the raylet did not register with the GCS within 30 s), ``Node``'s
+#: RuntimeError "Failed to start GCS ...", ``services.wait_for_node``'s TimeoutError "Timed out after ... while
+#: waiting for node to startup", and the GCS client's "Failed to connect to GCS within ... seconds".
+RAY_START_TIMEOUT_TEXTS = ("timed out during startup", "failed to start gcs", "failed to connect to gcs",
+                           "waiting for node to startup", "gcs has become overloaded", "raylet failed to start")
+
+
+def ray_start_timed_out(exc: BaseException) -> bool:
+    """True when ``ray.init`` of a local start failed because Ray's processes did not start in time."""
+    text = str(exc).lower()
+    return isinstance(exc, TimeoutError) or any(t in text for t in RAY_START_TIMEOUT_TEXTS)
+
+
+def ray_start_timeout_message(exc: BaseException) -> str:
+    """The cause, on one line: Ray's own first sentence and the machine's load."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()
+    first = first.split(". This could happen")[0].split(" Last ")[0].rstrip(". ")
+    try:
+        load = f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    except OSError:
+        load = "load average unknown"
+    return (f"the local Ray did not start in time (Ray: {first}): its GCS and raylet start too slowly on a busy "
+            f"machine ({load})")
+
+
 def _dashboard_port_lost(exc: BaseException, host: str, port: int) -> bool:
     """True when a failed local start lost its dashboard port to another process (a launch started at
     the same moment): Ray's own check (ValueError "already occupied"), or the dashboard could not bind
@@ -531,7 +562,13 @@ def _start_local(cfg: dict[str, Any], kwargs: dict[str, Any], attempts: int = 3)
         except Exception as exc:  # noqa: BLE001 - Ray raises a plain Exception when its dashboard cannot bind
             if (not cfg["include_dashboard"] or let_ray_pick or attempt == attempts - 1
                     or not _dashboard_port_lost(exc, host, port)):
-                raise
+                if not ray_start_timed_out(exc):
+                    raise
+                try:  # what this start left behind (its processes end with the driver anyway)
+                    ray.shutdown()
+                except Exception:  # noqa: BLE001 - never in place of the start's own error
+                    pass
+                raise RayStartTimedOut(ray_start_timeout_message(exc)) from None
             ray.shutdown()
             print(f"Ray dashboard port {port} was taken while Ray started (another launch at the same time?); "
                   f"retrying with port {port + 1}.", flush=True)

@@ -11,6 +11,8 @@ Guarantees (docs/operations.md, "Faults and guarantees"):
   stops the way Ctrl+C does, and the run ends with one line (:class:`~kgtuner.tune.run_dir.DiskFull`, exit
   2) naming what could not be written and the resume command; Tune's loggers print no traceback per failed
   write, no temporary file is left, the files written before stay whole.
+* **Ray too slow to start** (a local start's GCS or raylet not up in time on a busy machine): one line (exit 2)
+  naming the cause and the command to retry, with ``resume=true`` where the run directory holds a search.
 * **A failed search** (e.g. every stage-1 trial failed) still writes trials.parquet and summary.json
   (``status: failed``, the rows and their errors as evidence), then ends with one line (exit 2).
 * At the end, whatever the outcome: the reserve is freed, the watcher stands down, the previous SIGTERM
@@ -33,7 +35,8 @@ from pathlib import Path
 from kgtuner.errors import KGTunerError
 from kgtuner.tune import events
 from kgtuner.tune.run_dir import (SEARCH_DIR, STATE_FILE, DiskFull, disk_full_error, disk_full_message,
-                                  is_disk_full_text, release_space, remove_temp_files, resume_command)
+                                  is_disk_full_text, release_space, remove_temp_files, resume_command,
+                                  retry_command)
 
 __all__ = ["ExperimentInterrupted", "Faults"]
 
@@ -59,12 +62,16 @@ class Faults:
     def faults_as_errors(self):
         """Around the steps of :meth:`run`: a stop (Ctrl+C, SIGTERM) ends as :class:`ExperimentInterrupted`, a
         full disk, wherever it was met, as one :class:`DiskFull`; every other error passes unchanged."""
+        from kgtuner.cluster.ray_cluster import RayStartTimedOut
+
         try:
             yield
         except KeyboardInterrupt:
             if self._disk_full is not None:
                 raise self._disk_full_error() from None
             raise ExperimentInterrupted(self._interrupted_msg()) from None
+        except RayStartTimedOut as exc:  # a busy machine: nothing is lost, the same command can run again
+            raise RayStartTimedOut(self._ray_start_msg(exc)) from None
         except Exception as exc:
             if isinstance(exc, KGTunerError) or (disk_full_error(exc) is None and not is_disk_full_text(str(exc))):
                 raise
@@ -146,6 +153,15 @@ class Faults:
                     shutdown_ray()  # its processes at once, not a second each (Ray's stop)
                 except Exception as exc:  # noqa: BLE001 - never in place of the run's own outcome
                     _LOG.warning("could not stop the local Ray at once (%s); Ray stops it at exit", exc)
+
+    def _ray_start_msg(self, exc: BaseException) -> str:
+        """Ray did not start in time: the cause, what is kept, and the command to retry (with ``resume=true``
+        where the run directory holds a search)."""
+        held = self._persist and (self.run_dir / STATE_FILE).exists()
+        kept = (f"the search in {self.run_dir} is kept and stays resumable" if held else
+                f"nothing of the search was written in {self.run_dir}")
+        return (f"{exc}; {kept}. Retry when the machine is less busy (or attach to a running cluster with "
+                f"cluster.address=HOST:PORT): {retry_command(self.run_dir, getattr(self, 'overrides', None))}")
 
     def _interrupted_msg(self) -> str:
         if not self._persist:

@@ -209,8 +209,13 @@ class RunDirLock:
 
         if self.fd is not None:
             return self
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # an existing file, a read-only file system, no permission: one line naming it
+            from kgtuner.cli import output_dir_message
+
+            raise RunDirRefused(output_dir_message(self.run_dir, exc, "hydra.run.dir")) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -350,6 +355,20 @@ def resume_command(run_dir: str | os.PathLike) -> str:
                                                                             f"hydra.run.dir={run_dir}"])
 
 
+def retry_command(run_dir: str | os.PathLike, overrides) -> str:
+    """The command that runs this launch again (``overrides``: its command line's): the same overrides in the same
+    run directory, with ``resume=true`` when that directory holds a search (the original overrides of it when the
+    command line is not known)."""
+    import shlex
+
+    holds = bool(experiment_files(run_dir))
+    if overrides is None:
+        return resume_command(run_dir) if holds else f"the same command again, with hydra.run.dir={run_dir}"
+    kept = [str(o) for o in overrides if str(o).split("=", 1)[0].lstrip("+~") not in ("resume", "hydra.run.dir")]
+    return "python -m kgtuner.launch " + " ".join(shlex.quote(o) for o in [*kept, *(["resume=true"] if holds else []),
+                                                                            f"hydra.run.dir={run_dir}"])
+
+
 def _original(run_dir: Path) -> str:
     path = overrides_path(run_dir)
     if path.exists():
@@ -432,8 +451,10 @@ def saved_budget(settings, state: dict):
 def budget_extension(settings, state: dict, run_dir: str | os.PathLike):
     """``resume=true`` with another budget than the run's: the extended budget (a
     :class:`~kgtuner.tune.budget.Budget` whose stage split stays the original's), or None when the budget is
-    the same. A smaller budget, another kind of budget, another ``grace_fraction``, or a strategy that cannot
-    grow its budget (GraSH) is a :class:`RunDirRefused` naming the setting and the way out."""
+    the same. A smaller budget, another kind of budget, another ``grace_fraction``, a strategy that cannot
+    grow its budget (GraSH), or a search that failed so that no budget helps (KGTuner without a successful stage-1
+    trial: the strategy's ``failed_extension_refusal``) is a :class:`RunDirRefused` naming the setting and the way
+    out."""
     from kgtuner.errors import ConfigError
 
     run_dir = Path(run_dir)
@@ -451,6 +472,13 @@ def budget_extension(settings, state: dict, run_dir: str | os.PathLike):
         raise RunDirRefused(
             f"resume=true with another budget than the run in {run_dir}: {exc}. Resume it with its budget, {keep}: "
             f"{resume_command(run_dir)}") from None
+    # a search that failed so that no budget can help it (KGTuner: no successful stage-1 trial): refused before
+    # anything is written, where the extension would be recorded and the search fail again at once
+    failed = getattr(settings.strategy_class, "failed_extension_refusal", None)
+    reason = failed(settings.search, state) if failed is not None else None
+    if reason:
+        raise RunDirRefused(f"resume=true with a larger budget, budget.{now.unit}={now.amount:g}, cannot continue the "
+                            f"search in {run_dir}: {reason}")
     return extended
 
 

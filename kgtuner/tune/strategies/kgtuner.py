@@ -543,3 +543,15 @@ class KGTuner(Strategy):
                           "themselves)" if self.options.stage2_start == "warm" else
                           "a fresh RF+BORE forest, candidates in stage-1 order first")
                        + "; trials now train on the full graph")
+
+    @classmethod
+    def failed_extension_refusal(cls, search, state) -> str | None:
+        """Why ``resume=true`` with a larger budget cannot continue this search as its state file ``state`` left it
+        (None: it can). A search whose stage 1 produced no successful trial failed: a larger budget keeps the stage
+        split and goes to stage 2, whose candidates are the best stage-1 configurations -- there are none."""
+        if not str(state.get("error") or "").startswith("stage 1 produced no successful trial") or state.get("top"):
+            return None
+        return ("stage 1 produced no successful trial, so there is nothing to extend (the added budget would go to "
+                "stage 2, which fine-tunes stage 1's best configurations; stage 1 keeps the trials of the budget it "
+                "started with). See the trials' errors in trials.parquet, fix their cause and start a new search in "
+                "another hydra.run.dir")

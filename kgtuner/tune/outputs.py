@@ -5,7 +5,7 @@ with the reason in ``error`` -- a failed search still writes its outputs --, sea
 the answer, trials per stage and status, budget (with the extensions of resumes that gave it more, and what
 an extension means for the strategy), cluster, final retraining, early stopping, run_dir) and
 the strategy's own (``Strategy.summary``: KGTuner's switch, GraSH's rounds). ``write_outputs(driver)``
-writes trials.parquet, summary.json, best_config.yaml, search_curve.png and prints the summary table.
+writes trials.parquet, summary.json, best_config.yaml, search_curve.png, report.html and prints the summary table.
 """
 
 from __future__ import annotations
@@ -75,6 +75,13 @@ def write_outputs(driver) -> dict:
     if driver.verbose:
         print(summary_table(driver.store, summary), file=driver.out, flush=True)
         driver.log(f"outputs in {driver.run_dir}: trials.parquet, summary.json, {BEST_CONFIG_FILE}, {CURVE_FILE}")
+    try:  # the report is read from the files above; it must never cost the run its outputs
+        from kgtuner.analysis.report import write_report
+
+        driver.log(f"report: {write_report(driver.run_dir)} (kgtuner report {driver.run_dir} rebuilds it)")
+    except Exception as exc:  # noqa: BLE001
+        driver.log(f"warning: report.html could not be written ({type(exc).__name__}: {exc}); every other output "
+                   f"is in {driver.run_dir}")
     track_search(driver, summary)
     return summary
 

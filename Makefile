@@ -37,25 +37,25 @@ test-fast: setup
 
 # Pre-release check of the Docker files, not CI's (about 10 minutes from nothing; needs root and the package registries):
 # builds docker/Dockerfile on a local Debian base, runs the demo and trains its answer in the image with no network,
-# submits the demo to a containerised Ray head with scripts/submit.sh, checks docker/compose.yaml. Its output is
+# submits the demo to a containerised Ray head with scripts/ops/submit.sh, checks docker/compose.yaml. Its output is
 # committed: docs/docker/docker_check.txt.
 docker-check: setup
-	bash scripts/docker_check.sh --log docs/docker/docker_check.txt
+	bash scripts/ops/docker_check.sh --log docs/docker/docker_check.txt
 
 # Search-efficiency benchmarks, ablations and docs/benchmarks.md (about 3.5 hours on 2 cores: 2.5 for the large
 # suite on codex-m and WN18RR, 1 for the small graphs; needs ../shared/datasets). Finished searches are kept in
 # outputs/, so an interrupted run continues.
 benchmarks: setup
-	$(BIN)/python scripts/bench_search.py --suite large --out outputs/bench_search_large
-	for ds in codex-m wn18rr; do $(BIN)/python scripts/bench_ablation.py --dataset $$ds --model complex \
+	$(BIN)/python scripts/benchmarks/bench_search.py --suite large --out outputs/bench_search_large
+	for ds in codex-m wn18rr; do $(BIN)/python scripts/benchmarks/bench_ablation.py --dataset $$ds --model complex \
 		--configs 12 --samplers multi_rw --ratios 0.2 --sampler-ratio 0.2 --seeds 0 1 --full-seeds 0 1 --jobs 2 \
 		--out outputs/bench_ablation_$$ds || exit 1; done
-	$(BIN)/python scripts/bench_search.py --suite large --datasets codex-s --out outputs/bench_search_large
-	$(BIN)/python scripts/bench_search.py --suite main --out outputs/bench_search
-	$(BIN)/python scripts/bench_search.py --suite ablation --out outputs/bench_search_ablation
-	$(BIN)/python scripts/bench_ablation.py --dataset codex-s --configs 16 --max-steps 5000 --max-epochs 5 \
+	$(BIN)/python scripts/benchmarks/bench_search.py --suite large --datasets codex-s --out outputs/bench_search_large
+	$(BIN)/python scripts/benchmarks/bench_search.py --suite main --out outputs/bench_search
+	$(BIN)/python scripts/benchmarks/bench_search.py --suite ablation --out outputs/bench_search_ablation
+	$(BIN)/python scripts/benchmarks/bench_ablation.py --dataset codex-s --configs 16 --max-steps 5000 --max-epochs 5 \
 		--valid-every 250 --out outputs/bench_ablation
-	$(BIN)/python scripts/benchmarks_page.py --collect
+	$(BIN)/python scripts/benchmarks/benchmarks_page.py --collect
 
 clean:
 	rm -rf $(VENV) .pytest_cache outputs multirun

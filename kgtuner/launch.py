@@ -67,7 +67,7 @@ def leave_job_working_dir(cfg: DictConfig, run_dir: str | os.PathLike) -> Path |
         raise ConfigError(
             f"hydra.run.dir={run_dir} lies inside this Ray job's working_dir copy {copy}, which Ray deletes "
             "after the job (and replaces when another node unpacks it): give an absolute run directory "
-            "outside it, e.g. 'hydra.run.dir=${oc.env:HOME}/kgtuner-runs/NAME' (scripts/submit.sh --run-dir)")
+            "outside it, e.g. 'hydra.run.dir=${oc.env:HOME}/kgtuner-runs/NAME' (scripts/ops/submit.sh --run-dir)")
     for key in PATH_KEYS:
         try:
             value = OmegaConf.select(cfg, key, throw_on_missing=True)

@@ -58,7 +58,7 @@ def test_pools_are_drawn_from_fixed_seeds_and_match_the_stage1_table_script():
     from kgtuner.search import load_space
     import numpy as np
 
-    space = load_space("decoupled", model="complex", dataset="demo")  # scripts/kge_trial_table.py's draw
+    space = load_space("decoupled", model="complex", dataset="demo")  # scripts/data/kge_trial_table.py's draw
     assert a.stage1_configs() == [space.to_config(r) for r in space.sample_array(np.random.default_rng(0), 5)]
     assert a.stage1_sizes() == (128, 100)  # the decoupled space's fixed stage-1 sizes
     assert a.expand_sizes() == [(256, 200), (256, 400), (512, 200), (512, 400)]  # the space's demo exception
@@ -439,9 +439,9 @@ def test_a_recording_killed_in_the_middle_continues_without_duplicates(tmp_path)
 
 @pytest.mark.slow
 def test_the_benchmark_script_restores_a_recording_then_reports_replays_and_writes_the_page(recorded, tmp_path):
-    """scripts/replay_benchmark.sh, the path a benchmark takes across sessions and machines: on a fresh checkout
-    (no journal, the committed table) it rebuilds the journal, continues it (here complete: nothing is trained
-    again), reports the table, checks it is complete, replays a grid and regenerates the page."""
+    """scripts/benchmarks/replay_benchmark.sh, the path a benchmark takes across sessions and machines: on a fresh
+    checkout (no journal, the committed table) it rebuilds the journal, continues it (here complete: nothing is
+    trained again), reports the table, checks it is complete, replays a grid and regenerates the page."""
     import shutil
 
     repo = Path(__file__).resolve().parents[1]
@@ -451,8 +451,8 @@ def test_the_benchmark_script_restores_a_recording_then_reports_replays_and_writ
            "REPLAY": str(tmp_path / "replay"), "PAGE": str(tmp_path / "page.md"), "README": str(tmp_path / "README.md"),
            "GRID": "--algorithms random rf_bore --workers 1 --budgets 2 --seeds 2",
            "KGTUNER": str(Path(sys.executable).with_name("kgtuner"))}
-    proc = subprocess.run(["bash", "scripts/replay_benchmark.sh", "demo"], cwd=repo, env=env, capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run(["bash", "scripts/benchmarks/replay_benchmark.sh", "demo"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     planned = sum(json.loads((tmp_path / "tables" / "demo" / "card.json").read_text())["planned"].values())
     assert f"{planned} run(s), 1 session(s) -> {tmp_path / 'journals' / 'demo' / 'journal.jsonl'}" in proc.stdout
@@ -592,8 +592,8 @@ def test_the_benchmark_script_refuses_a_journal_older_than_its_committed_table(r
            "KGTUNER": str(Path(sys.executable).with_name("kgtuner"))}
     (tmp_path / tables.name).mkdir(exist_ok=True)
     (journal / "journal.jsonl").replace(tmp_path / tables.name / "journal.jsonl")
-    proc = subprocess.run(["bash", "scripts/replay_benchmark.sh", tables.name], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(["bash", "scripts/benchmarks/replay_benchmark.sh", tables.name], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 4 and f"holds 1 run(s) the journal in {tmp_path / tables.name} lacks" in proc.stderr
 
 

@@ -1,4 +1,4 @@
-"""The search benchmark's bookkeeping (scripts/bench_search.py): curves, ranks, time to reach, cell plans."""
+"""The search benchmark's bookkeeping (scripts/benchmarks/bench_search.py): curves, ranks, time to reach, cell plans."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def page():
 
 def _cell(out: Path, dataset: str, algorithm: str, seed: int, *, valid: float, config: dict, load: float,
           two_stage: bool = False, trials: list | None = None, summary: dict | None = None) -> Path:
-    """A finished cell of scripts/bench_search.py: cell.json, summary.json, trials.parquet."""
+    """A finished cell of scripts/benchmarks/bench_search.py: cell.json, summary.json, trials.parquet."""
     run = out / "cells" / f"{dataset}__complex__{algorithm}__s{seed}"
     run.mkdir(parents=True)
     (run / "cell.json").write_text(json.dumps({"dataset": dataset, "model": "complex", "algorithm": algorithm,
@@ -217,7 +217,7 @@ def test_collect_then_render_puts_every_figure_in_a_committed_file(page, tmp_pat
     assert {p.name for p in docs.iterdir()} == {"large_results.parquet", "large_curves.parquet",
                                                 "large_searches.parquet", "large_search_curves.png", "provenance.json"}
     prov = json.loads((docs / "provenance.json").read_text())
-    assert prov["large"]["command"] == f"python scripts/bench_search.py --suite large --out {out}"
+    assert prov["large"]["command"] == f"python scripts/benchmarks/bench_search.py --suite large --out {out}"
     assert any("2 trials in flight" in line for line in prov["large"]["scale"])
     searches = pd.read_parquet(docs / "large_searches.parquet")
     k0 = searches[(searches["algorithm"] == "kgtuner") & (searches["seed"] == "0")].iloc[0]
@@ -233,7 +233,7 @@ def test_collect_then_render_puts_every_figure_in_a_committed_file(page, tmp_pat
     assert "TPE" not in text  # it did not run: no statement names it
     block = readme.read_text()
     assert block.startswith("# x\n\nbefore\n\n") and block.endswith("\n\nafter\n") and "old text" not in block
-    assert "KGTuner minus random search, test MRR +0.053" in block
+    assert "KGTuner minus random search, test MRR +0.053" in text  # in the page's summary, not the README
     import shutil
 
     shutil.rmtree(tmp_path / "outputs")  # rendering needs none of the outputs
@@ -282,7 +282,7 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, m
     # a section whose data is not committed names the command that makes it
     assert (page.SRCC_COMMAND in text) == (not (docs / "srcc_runs.parquet").is_file())
     body = readme.read_text()
-    assert body.count(page.README_BEGIN) == 1 and "KGTuner minus random search, test MRR" in body
+    assert body.count(page.README_BEGIN) == 1 and "KGTuner minus random search, test MRR" in text  # page's summary
     # the committed page and README summary are what the committed files render (regenerate both with the tables)
     assert text == (REPO / "docs" / "benchmarks.md").read_text()
     assert body == (REPO / "README.md").read_text()
@@ -341,9 +341,9 @@ def test_the_replay_section_comes_from_the_results_journal_and_the_table(page, t
 
 
 def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappings(page, tmp_path):
-    """Once a graph's `main` grid is replayed in full, the README's summary gives each cell's figures and counts,
+    """Once a graph's `main` grid is replayed in full, the page's summary gives each cell's figures and counts,
     per search, the cells where KGTuner is better / worse / undecided; where the `miss_bracket` grid replayed
-    KGTuner with its misses lost, a verdict needs both mappings to agree."""
+    KGTuner with its misses lost, a verdict needs both mappings to agree; the README's block counts them per budget."""
     from kgtuner.bench.benchmark import STUDIES
 
     rng = np.random.default_rng(0)
@@ -363,7 +363,7 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
     bracket = [row(f"{a}[on_miss=lose]", w, b, s, mrr + rng.normal(0, 0.01)) for a, mrr in (("kgtuner", 0.10),
                ("kgtuner_asha", 0.05)) for w in (1, 8) for b in (10.0, 30.0) for s in range(30)]
     frames = {("codex-m", "main"): pd.DataFrame(main), ("codex-m", "miss_bracket"): pd.DataFrame(bracket)}
-    md = "\n".join(page.readme_block(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=frames))
+    md = "\n".join(page.summary_section(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=frames))
     assert "Not yet answered" not in md
     cells = {tuple(line.split(" | ")[1:3]): line.split(" | ") for line in md.splitlines()
              if line.startswith("| codex-m |")}
@@ -380,9 +380,17 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
     assert "These are 24 paired tests at p < 0.05: about 1 could pass by chance" in md
     assert md.count("re-ran recorded runs") == 1 and "so its figure there leans against it: random search on codex-m " \
         "at 1 worker(s), budget 100: 4.0 of 10.0 trials." in md
+    # the README's block: a row per budget, a column per graph, KGTuner's verdicts over the searches x worker counts
+    short = "\n".join(page.readme_block(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=frames))
+    rows = [line for line in short.splitlines() if line[:3] in ("| 1", "| 3")]
+    assert len(rows) == 3 and "| budget (mean full-graph trials) | codex-m |" in short
+    assert rows[0] == ("| 10 | better in 2 (KGTuner+ASHA at 1 and 8 workers), worse in 2 (RF+BORE at 1 and 8 workers), "
+                       "undecided in 4 of 8 |")
+    assert rows[2].startswith("| 100 | better in 4 (KGTuner+ASHA, random search at 1 and 8 workers), worse in 2 (")
+    assert "These are 24 paired tests" in short and "(docs/benchmarks.md#summary)" in short
     # a bracket replayed in part decides nothing yet: one mapping, and no "misses lost" figures
     partial = {**frames, ("codex-m", "miss_bracket"): pd.DataFrame(bracket[:-1])}
-    text = "\n".join(page.readme_block(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=partial))
+    text = "\n".join(page.summary_section(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=partial))
     assert "against random search better in 6, worse in 0, undecided in 0 of 6 cells" in text
     assert all(line.split(" | ")[5] == "-" for line in text.splitlines() if line.startswith("| codex-m |"))
     # the page says the same under the graph's table, from the journals `kgtuner bench replay` writes

@@ -1,4 +1,5 @@
-"""scripts/bench_stage2.py: the stage-2 replay on a small two-fidelity record (synthetic MRRs, real searcher)."""
+"""scripts/benchmarks/bench_stage2.py: the stage-2 replay on a small two-fidelity record (synthetic MRRs, real
+searcher)."""
 
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ def _tables(tmp_path: Path, n: int = 24) -> tuple[Path, Path]:
 def test_stage2_replay_runs_the_real_searcher_on_the_record(tmp_path):
     p1, p2 = _tables(tmp_path)
     out = tmp_path / "replay.parquet"
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_stage2.py"), "--stage1", str(p1),
-                           "--stage2", str(p2), "--seeds", "2", "--workers", "2", "--stage1-trials", "10",
-                           "--stage2-trials", "6", "--ks", "2", "6", "--fast", "--no-record", "--out", str(out)],
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "benchmarks" / "bench_stage2.py"),
+                           "--stage1", str(p1), "--stage2", str(p2), "--seeds", "2", "--workers", "2",
+                           "--stage1-trials", "10", "--stage2-trials", "6", "--ks", "2", "6", "--fast", "--no-record",
+                           "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     df = pd.read_parquet(out)

@@ -19,7 +19,8 @@ from kgtuner.errors import DataError
 
 
 
-# the tiny random ogbl-biokg lives in scripts/make_ogb_biokg.py beside the learnable one of scripts/gpu_check.sh
+# the tiny random ogbl-biokg lives in scripts/data/make_ogb_biokg.py beside the learnable one of
+# scripts/gpu/gpu_check.sh
 _biokg = load_script("make_ogb_biokg")
 TYPES, K, write_fake_biokg = _biokg.TYPES, _biokg.K, _biokg.write_fake_biokg
 

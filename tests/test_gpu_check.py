@@ -1,4 +1,4 @@
-"""scripts/gpu_check.sh (issue 23) stays runnable while no GPU is at hand: its --smoke run on CPU, and the
+"""scripts/gpu/gpu_check.sh (issue 23) stays runnable while no GPU is at hand: its --smoke run on CPU, and the
 verifier's judgement of GPU figures on recorded inputs (the branches a CPU run never takes)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def verify():
 def test_smoke_run_passes_every_step_on_cpu(tmp_path):
     out = tmp_path / "out"
     t0 = time.perf_counter()
-    proc = subprocess.run(["bash", "scripts/gpu_check.sh", "--smoke", "--out", str(out)], cwd=REPO,
+    proc = subprocess.run(["bash", "scripts/gpu/gpu_check.sh", "--smoke", "--out", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - t0
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -48,7 +48,7 @@ def test_smoke_run_passes_every_step_on_cpu(tmp_path):
                  "summary.txt", "summary.json", "steps.tsv"):
         assert (out / path).is_file() and (out / path).stat().st_size > 0, path
     # the tree's content hash names exactly the tree the check ran on, with or without git
-    tree = subprocess.run(["bash", "scripts/tree_hash.sh"], cwd=REPO, capture_output=True, text=True, check=True)
+    tree = subprocess.run(["bash", "scripts/gpu/tree_hash.sh"], cwd=REPO, capture_output=True, text=True, check=True)
     assert (out / "env" / "tree-hash.txt").read_text().strip() == tree.stdout.strip()
     assert re.fullmatch(r"[0-9a-f]{64}", tree.stdout.strip())
     assert (out / "env" / "nvidia-smi.txt").read_text().strip() == "absent" or "NVIDIA" in (out / "env" / "nvidia-smi.txt").read_text()

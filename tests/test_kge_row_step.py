@@ -249,7 +249,7 @@ def test_the_compiled_objective_is_one_graph(demo, model_name):
     """``compile: true`` traces each model's loss and regulariser into ONE graph: a graph break splits the
     step into pieces the compiler cannot fuse, and on CUDA into many small CUDA graphs (the first GPU run
     measured the compiled step at half the eager one's speed, with "The CUDA Graph is empty" warnings; ComplEx's
-    hand-written product broke its objective 14 times). Traced by Dynamo only (scripts/compile_graph_breaks.py;
+    hand-written product broke its objective 14 times). Traced by Dynamo only (scripts/perf/compile_graph_breaks.py;
     no C++ compiler needed)."""
     explained = load_script("compile_graph_breaks").explain(demo, model_name, "BCE_adv")
     assert explained.graph_break_count == 0, [r.reason.splitlines()[0] for r in explained.break_reasons]

@@ -93,7 +93,7 @@ def test_dockerfile_base_image_matches_installed_ray_and_python():
 
 
 def test_dockerfile_base_is_a_build_arg_and_every_stage_starts_from_the_user_step():
-    # users get Ray's image; scripts/docker_check.sh passes a local base. Both stages start from the `base` stage,
+    # users get Ray's image; scripts/ops/docker_check.sh passes a local base. Both stages start from the `base` stage,
     # which gives a base without Ray's `ray` user one, so the rest runs the same on both.
     text = (DOCKER / "Dockerfile").read_text()
     froms = re.findall(r"^FROM\s+(.+)$", text, flags=re.M)
@@ -132,14 +132,14 @@ def test_compose_file_publishes_on_loopback_only():
 
 @pytest.mark.parametrize("script", ["submit.sh", "metrics_stack.sh", "docker_check.sh"])
 def test_scripts_parse_and_explain_themselves(script):
-    path = REPO / "scripts" / script
+    path = REPO / "scripts" / "ops" / script
     subprocess.run(["bash", "-n", str(path)], check=True)
     out = subprocess.run(["bash", str(path), "--help"], capture_output=True, text=True, check=True).stdout
     assert "127.0.0.1" in out
 
 
 def test_submit_rejects_bad_options_before_contacting_ray():
-    path = REPO / "scripts" / "submit.sh"
+    path = REPO / "scripts" / "ops" / "submit.sh"
     bad = subprocess.run(["bash", str(path), "--frobnicate"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--frobnicate" in bad.stderr
     bad = subprocess.run(["bash", str(path), "--stop-wait", "soon"], capture_output=True, text=True)
@@ -147,7 +147,7 @@ def test_submit_rejects_bad_options_before_contacting_ray():
 
 
 def test_docker_check_rejects_bad_options_and_its_latest_output_passed():
-    path = REPO / "scripts" / "docker_check.sh"
+    path = REPO / "scripts" / "ops" / "docker_check.sh"
     bad = subprocess.run(["bash", str(path), "--budget", "soon"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--budget" in bad.stderr
     assert re.search(r"^docker-check:", (REPO / "Makefile").read_text(), flags=re.M)
@@ -160,7 +160,7 @@ def test_docker_check_rejects_bad_options_and_its_latest_output_passed():
 
 
 def test_metrics_stack_needs_a_ray_session(tmp_path):
-    path = REPO / "scripts" / "metrics_stack.sh"
+    path = REPO / "scripts" / "ops" / "metrics_stack.sh"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "RAY_TMPDIR": str(tmp_path)}
     res = subprocess.run(["bash", str(path), "start"], capture_output=True, text=True, env=env)
     assert res.returncode == 1 and "no Ray session" in res.stderr

@@ -1,6 +1,6 @@
 """A two-node Ray cluster on one machine (two raylets on loopback addresses 127.0.0.2 / 127.0.0.3, 4
 logical GPUs each, token authentication on, one Ray temp dir as ``ray.cluster_utils.Cluster`` sets it up):
-the demo experiment submitted exactly as ``scripts/submit.sh`` submits it (the checkout uploaded as the
+the demo experiment submitted exactly as ``scripts/ops/submit.sh`` submits it (the checkout uploaded as the
 job's ``working_dir``) finishes with trials on both nodes, told apart by Ray node ID; while it runs, the
 dashboard API and the metrics export behave; ``ray job stop`` stops such a job cleanly and the same
 submission with ``resume=true`` finishes it; killing the worker node mid-run still ends in a finished
@@ -187,9 +187,9 @@ def _alive_actors(info: dict, tmp: Path) -> list[dict]:
 
 
 def _submit(info: dict, env: dict, run_dir: Path, job_id: str, *overrides: str) -> None:
-    """``scripts/submit.sh`` as a user runs it: the checkout uploaded as the job's working_dir."""
+    """``scripts/ops/submit.sh`` as a user runs it: the checkout uploaded as the job's working_dir."""
     submit = subprocess.run(
-        ["bash", str(REPO / "scripts" / "submit.sh"), "--address", info["dashboard"],
+        ["bash", str(REPO / "scripts" / "ops" / "submit.sh"), "--address", info["dashboard"],
          "--python", sys.executable, "--run-dir", str(run_dir), "--submission-id", job_id, "--stop-wait", "60",
          "--", *overrides],
         env=env, capture_output=True, text=True, timeout=180)

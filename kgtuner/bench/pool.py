@@ -200,7 +200,7 @@ class Pools:
 
     # -- the fixed pools -------------------------------------------------------------------------
     def stage1_configs(self) -> list[dict]:
-        """The stage-1 pool: as ``scripts/kge_trial_table.py`` draws it (same seed, same configurations)."""
+        """The stage-1 pool: as ``scripts/data/kge_trial_table.py`` draws it (same seed, same configurations)."""
         return draw_configs(self.stage1_space, self.settings.stage1_configs, self.settings.seed)
 
     def full_configs(self) -> list[dict]:

@@ -1,7 +1,7 @@
 """Training one run with the engine, and the durable, resumable journal a recording appends to.
 
-:func:`train_config` is the one training path of the recorded tables (and of ``scripts/kge_trial_table.py``
-/ ``scripts/kge_stage2_table.py``): ``kgtuner.kge.Trainer`` with the run's controls, stopped by its
+:func:`train_config` is the one training path of the recorded tables (and of ``scripts/data/kge_trial_table.py``
+/ ``scripts/data/kge_stage2_table.py``): ``kgtuner.kge.Trainer`` with the run's controls, stopped by its
 patience, its epoch budget or a time cap (CPU seconds by default; the engine's ``should_stop`` hook, checked
 before every step). It measures each segment: setup (model and sampler), training steps (the engine's own clock),
 validations and the test evaluation (timed around ``Trainer.evaluate``), and keeps the learning curve:
@@ -393,7 +393,7 @@ def record(settings: RecordSettings, out: str | Path, *, command: str | None = N
         check_header(header, settings, pools_, [r for r in records if r.get("kind") == "run"])
     t_session = time.time()
     # the session is written before its first run only: a call with nothing left to record (a complete table,
-    # continued by scripts/replay_benchmark.sh in every session) adds no session, commit or host to the card
+    # continued by scripts/benchmarks/replay_benchmark.sh in every session) adds no session, commit or host to the card
     session = {"kind": "session", "started_unix": round(t_session, 3), "pid": os.getpid(), "commit": git_commit(),
                "code": code_digest(), "command": command, "host": machine_info()["host"],
                "threads": torch.get_num_threads(), "nice": _nice()}

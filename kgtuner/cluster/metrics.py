@@ -172,7 +172,7 @@ PANELS: tuple[tuple[str, str, str], ...] = (
 def grafana_dashboard() -> dict:
     """A Grafana dashboard (JSON model) with one time-series panel per entry of ``PANELS``.
 
-    ``scripts/metrics_stack.sh`` drops it next to Ray's own dashboards so Grafana provisions it; it uses
+    ``scripts/ops/metrics_stack.sh`` drops it next to Ray's own dashboards so Grafana provisions it; it uses
     the default Prometheus data source (the one Ray provisions).
     """
     panels = []

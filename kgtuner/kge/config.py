@@ -48,7 +48,7 @@ class TrainConfig:
     (typed negatives when the graph has entity types), ``compile`` (``torch.compile`` the sampled-
     negative step's loss and its gradient, with CUDA graphs on CUDA; it costs a compilation of tens of
     seconds per run, and another for an epoch's shorter last batch; meant for CUDA: on CPU the default
-    eager step was faster, see scripts/bench_engine_speed.py --compile).
+    eager step was faster, see scripts/perf/bench_engine_speed.py --compile).
     """
 
     model: str = "complex"

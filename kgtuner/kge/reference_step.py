@@ -5,7 +5,7 @@ step of the first engine: every lookup through ``nn.Embedding(sparse=True)`` (th
 looks its rows up again), tail and head negatives scored by two separate comparisons, and torch's
 own optimizers (``SparseAdam`` on the embedding tables, ``Adagrad``, ``SGD``), which coalesce the
 sparse gradients. It computes the same function as the trainer's row step; the benchmarks
-(``scripts/bench_engine_speed.py``, ``scripts/bench_learning.py``) and the tests run both on the
+(``scripts/perf/bench_engine_speed.py``, ``scripts/perf/bench_learning.py``) and the tests run both on the
 same configuration to show equal learning and to measure the speed-up. Not meant for training.
 """
 

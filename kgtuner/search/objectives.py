@@ -1,5 +1,5 @@
 """Synthetic mixed categorical/continuous objectives with known optima, and an asynchronous
-evaluation simulator: used by the searcher tests and ``scripts/bench_searcher.py``.
+evaluation simulator: used by the searcher tests and ``scripts/benchmarks/bench_searcher.py``.
 
 * ``branin_mixed``: negated Branin over two floats plus a categorical offset, a log-scale float
   and an integer; maximum ``-0.397887`` (three optimal (x1, x2) pairs, ``c="a"``, ``s=0.1``, ``k=5``).
@@ -153,7 +153,7 @@ def best_so_far(values: list[float | None]) -> np.ndarray:
 
 
 class TableObjective:
-    """A surrogate of a real KGE search: real training results (``scripts/kge_trial_table.py``: one
+    """A surrogate of a real KGE search: real training results (``scripts/data/kge_trial_table.py``: one
     JSON line per configuration with ``config`` and ``valid_mrr``, null for a failed run) turned into
     an objective over the same space by distance-weighted ``k``-nearest-neighbour regression on the
     standardised features (the surrogate-benchmark method of HPOBench/YAHPO, with a model class

@@ -38,7 +38,7 @@ Each model-based suggestion:
    crowding around the single argmax. A suggestion with nothing pending uses the whole forest,
    exactly as the sequential algorithm of the paper. ``batch="none"`` turns this off.
 
-``scripts/bench_searcher.py`` compares these choices with 8 asynchronous workers, on the
+``scripts/benchmarks/bench_searcher.py`` compares these choices with 8 asynchronous workers, on the
 synthetic objectives of ``kgtuner.search.objectives`` and on surrogates of real KGE searches
 (``TableObjective``: 200 real ComplEx trainings on the demo graph, 120 on codex-s's stage-1
 subgraph, ``docs/benchmarks/kge_tables``). Mean rank over 5 objectives x 5 seeds (1 = best of 8):

@@ -166,7 +166,7 @@ class TransE(_Distance):
 
     NAME = "transe"
     #: CUDA's ``torch.cdist`` backward allocates ``[B, C, d]`` at once; the CPU's does not, and is faster there
-    #: than ``ChunkedL1`` (``python scripts/bench_distance_chunks.py``)
+    #: than ``ChunkedL1`` (``python scripts/perf/bench_distance_chunks.py``)
     chunk_limits = {"cuda": (ONE_SHOT_ELEMENTS, CHUNK_ELEMENTS)}
 
     def tail_query(self, h, r):
@@ -246,7 +246,8 @@ class RotatE(_Distance):
 
     NAME = "rotate"
     #: on a CPU the chunked distance is also faster once ``[B, C, d]`` passes about 2^24 elements: its chunks stay
-    #: in cache, where the one-shot intermediates stream through memory (``python scripts/bench_distance_chunks.py``)
+    #: in cache, where the one-shot intermediates stream through memory
+    #: (``python scripts/perf/bench_distance_chunks.py``)
     chunk_limits = {"cpu": (1 << 25, 1 << 22), "default": (ONE_SHOT_ELEMENTS, CHUNK_ELEMENTS)}
 
     @classmethod

@@ -20,7 +20,8 @@ from kgtuner.paths import CONF_DIR
 from kgtuner.search import load_space, make_searcher
 from kgtuner.tune.budget import Budget
 from kgtuner.tune.run_dir import (OVERRIDES_FILE, STATE_FILE, RunDirRefused, budget_extension, check_run_dir,
-                                  extend_overrides, fingerprint, read_overrides, reopen_search, write_overrides)
+                                  extend_overrides, fingerprint, read_overrides, write_overrides)
+from kgtuner.tune.tune_state import reopen_search
 from kgtuner.tune.settings import ExperimentSettings
 from kgtuner.tune.strategies.kgtuner import KGTuner, StagedSearcher, make_staged_searcher
 from kgtuner.tune.strategies.one_stage import OneStage, OneStageSearcher

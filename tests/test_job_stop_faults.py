@@ -35,7 +35,8 @@ from kgtuner.search import state as state_io
 from kgtuner.tune import events
 from kgtuner.tune.run_dir import (OVERRIDES_FILE, RESERVE_FILE, STATE_FILE, atomic_json, disk_full_error,
                                   experiment_files, is_disk_full_text, remove_temp_files, reserve_space,
-                                  temp_files, tune_snapshot)
+                                  temp_files)
+from kgtuner.tune.tune_state import tune_snapshot
 from kgtuner.tune.settings import ExperimentSettings
 from kgtuner.tune.strategies.grash import GraSHSearcher
 from kgtuner.tune.strategies.kgtuner import make_staged_searcher
@@ -358,7 +359,7 @@ def test_a_restored_grash_searcher_takes_a_round0_trial_it_never_suggested(live)
 
 
 def test_rows_ahead_of_tunes_state_are_those_the_saved_searcher_has_not_seen_finish():
-    from kgtuner.tune.run_dir import TuneSnapshot
+    from kgtuner.tune.tune_state import TuneSnapshot
 
     snap = TuneSnapshot(path=Path("x"), trials={"a": "TERMINATED", "b": "RUNNING"}, searcher_trials={"a", "b"},
                         searcher_running={"b"})

@@ -2,6 +2,7 @@
 
 * ``ray_cluster`` -- ``connect_ray(cluster_cfg)``: start a local Ray or attach to a cluster (banner, token auth,
   job runtime env, the job's working_dir copy)
+* ``local_processes`` -- a local start's processes: SIGTERM left to the driver, a reaper, ``shutdown_ray``
 * ``resources``   -- ``plan_resources(trial, num_gpus=, num_cpus=)``: per-trial resources and concurrent slots
 * ``metrics``     -- the ``kgtuner_*`` Ray gauges (experiment and trial) and the Grafana dashboard
   (``python -m kgtuner.cluster.metrics``)

@@ -11,7 +11,7 @@ The only package that talks to Ray Tune. Modules by concern:
   (``Budget``, ``BudgetClock``), ``deadlines`` (stage deadlines through Ray's KV store), ``events``
   (the typed events and the ``Driver`` protocol the searchers and the scheduler reach the live
   coordinator through), ``progress`` (the Tune callback feeding the coordinator), ``run_dir``
-  (kgtuner_state.json, the ``resume`` checks); the full graph comes from ``kgtuner.data.from_config``;
+  (kgtuner_state.json, the ``resume`` checks), ``tune_state`` (Tune's saved experiment, read and repaired on resume); the full graph comes from ``kgtuner.data.from_config``;
 * search strategies: ``strategies`` (one module per strategy, found by ``search.name``:
   ``strategy_class(name)``; ``strategies.base.Strategy`` is the contract, ``strategies.meta.MetaSearcher``
   the searchers' shared plumbing), ``early_stop`` (ASHA rungs per stage through the public scheduler API);

@@ -4,7 +4,7 @@ It holds no state of its own (Tune pickles it into the experiment state), so a r
 experiment's copy reports to the new coordinator through :mod:`kgtuner.tune.events`. Its Tune
 callback state (``get_state``, saved by Tune together with the trials and the searcher at every
 experiment checkpoint) is the coordinator's snapshot (stage, budget used, the strategy's entries) as
-of that checkpoint: a resume reads it (``kgtuner.tune.run_dir.tune_snapshot``) so that the rows, the
+of that checkpoint: a resume reads it (``kgtuner.tune.tune_state.tune_snapshot``) so that the rows, the
 state and the restored searcher all come from one moment.
 """
 

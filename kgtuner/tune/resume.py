@@ -9,7 +9,7 @@ Guarantees (docs/operations.md, "Faults and guarantees" and "More budget for a s
   least the end of the last kept row; the stage and the strategy's entries come from the snapshot saved with
   Tune's. Only a row the restored searcher cannot take is dropped (logged), and another trial runs instead.
 * **Damaged or unrestorable Tune state is refused**, never silently started afresh: a damaged file before Tune
-  reads it (:func:`~kgtuner.tune.run_dir.tune_snapshot`), a saved experiment Tune did not restore before its
+  reads it (:func:`~kgtuner.tune.tune_state.tune_snapshot`), a saved experiment Tune did not restore before its
   first step (:meth:`Resume.on_step_begin`).
 * **A larger budget continues the search**, interrupted or finished: its stage split stays the first budget's
   (:func:`resumed_settings`), the extension is recorded in the state file and the kept overrides, Tune's
@@ -30,7 +30,8 @@ from typing import Any
 from kgtuner.tune import events
 from kgtuner.tune.report import TrialReport
 from kgtuner.tune.run_dir import (SEARCH_DIR, RunDirRefused, budget_extension, extend_overrides, fingerprint,
-                                  mark_trials_finished, remove_temp_files, reopen_search, tune_snapshot)
+                                  remove_temp_files)
+from kgtuner.tune.tune_state import mark_trials_finished, reopen_search, tune_snapshot
 
 __all__ = ["KEPT_STATE", "Resume", "resumed_settings"]
 
@@ -121,7 +122,7 @@ class Resume:
         re-announces what it redoes (e.g. the stage switch). Only a row the restored searcher cannot take
         (a searcher without ``add_evaluated_point`` support, e.g. TPE's for a trial it never suggested) is
         dropped, and the search runs another trial in its place. A damaged Tune file is refused here
-        (:func:`~kgtuner.tune.run_dir.tune_snapshot`), before Tune would silently start an empty experiment.
+        (:func:`~kgtuner.tune.tune_state.tune_snapshot`), before Tune would silently start an empty experiment.
         """
         self._snapshot = snap = tune_snapshot(self.run_dir)
         remove_temp_files(self.run_dir)  # of writes cut short (a killed driver, a full disk): we hold the lock
@@ -222,7 +223,7 @@ class Resume:
         """Every check passed and the search is about to continue under the larger budget: record the
         extension (``budget_extensions``, the fingerprint, the kept overrides), reopen a finished search (its
         answer, outputs and final retraining are redone at the end) and let Tune's restored generator suggest
-        again (:func:`~kgtuner.tune.run_dir.reopen_search`)."""
+        again (:func:`~kgtuner.tune.tune_state.reopen_search`)."""
         old = (self.state.get("fingerprint") or {}).get("budget") or {}
         new = self.settings.budget
         was_finished = bool(self.state.get("search_done") or self._restored_finished)

@@ -307,3 +307,64 @@ def test_validation_cap_is_a_checked_stage_setting():
     with pytest.raises(ConfigError, match=r"trial\.stage1\.max_valid_triples must be"):
         _settings("trial.stage1.max_valid_triples=-1")
     assert _settings("trial.stage1.max_valid_triples=null").trial.stage1.max_valid_triples is None
+
+
+def test_a_trial_restored_after_its_stage_deadline_reports_its_checkpoints_best(tune_session, monkeypatch, tmp_path):
+    """A trial Tune restores from its checkpoint once its stage's deadline has passed (a driver resumed at the switch,
+    a worker lost near the deadline) reports the best validation its checkpoint holds, not an empty result: before,
+    it ended as "stage ended before the trial started" with no validation and fell out of stage 1's ranking (found by
+    scripts/ops/chaos.py)."""
+    import shutil
+    import time
+
+    from ray import tune
+
+    from kgtuner.data import load_dataset
+    from kgtuner.tune.trainable import kgtuner_trial
+
+    kg = load_dataset("demo")
+    key = f"{kg.name}:{len(kg.train)}"
+    controls = {"max_steps": 30, "valid_every": 10, "patience": 5, "max_epochs": None, "device": "cpu"}
+    hp = {"dim": 16, "batch_size": 128, "negatives": 8, "loss": "BCE_adv", "lr": 0.05}
+    saved = tmp_path / "checkpoint"
+
+    def report(metrics, checkpoint=None):
+        tune_session.append(dict(metrics))
+        if checkpoint is not None and not saved.exists():  # the first checkpoint, mid-training (step 10 of 30)
+            with checkpoint.as_directory() as d:
+                shutil.copytree(d, saved)
+
+    monkeypatch.setattr(tune, "report", report)
+    stages = {1: {"graph_key": key, "deadline_unix": math.inf, "controls": controls}}
+    kgtuner_trial({**hp, "stage": 1, "trial_index": 0}, graphs={key: kg.to_arrays()}, stages=stages, model="complex",
+                  checkpoint_every_s=0, experiment_seed=3)
+    best = tune_session[0]["valid_mrr"]  # the first validation's, which the first checkpoint holds
+    assert saved.is_dir() and best > 0 and tune_session[0]["step"] == 10
+    tune_session.clear()
+    monkeypatch.setattr(tune, "get_checkpoint", lambda: tune.Checkpoint.from_directory(str(saved)))
+    past = {1: {"graph_key": key, "deadline_unix": time.time() - 1.0, "controls": controls}}
+    kgtuner_trial({**hp, "stage": 1, "trial_index": 0}, graphs={key: kg.to_arrays()}, stages=past, model="complex",
+                  checkpoint_every_s=0, experiment_seed=3)
+    final = tune_session[-1]
+    assert final["done"] and final["trial_status"] == "stopped", final
+    assert final["valid_mrr"] == pytest.approx(best) and final.get("test_mrr") is not None
+
+
+def test_a_trials_row_is_written_at_its_final_report_not_only_at_tunes_end_event(coordinator):
+    """The driver writes a trial's row when the trial's final report arrives: a driver killed between that report and
+    Tune's end event (which Tune handles later) loses no finished trial (found by scripts/ops/chaos.py: a trial that
+    started after Tune's last save and finished just before a kill -9 had no row and its trial_index came again).
+    The end event writes the same row again (a failure after the final report replaces it)."""
+    hp = {"loss": "CE", "negatives": 128, "batch_size": 256, "dim": 200, "lr": 0.01}
+    trial = SimpleNamespace(trial_id="a", config={**hp, "stage": 2, "trial_index": 7}, last_result=None)
+    coordinator.on_trial_start(trial)
+    coordinator.on_trial_result(trial, {"stage": 2, "step": 10, "valid_mrr": 0.3, "done": False})
+    assert "a" not in coordinator.store
+    final = {"stage": 2, "step": 20, "valid_mrr": 0.4, "test_mrr": 0.38, "done": True, "trial_status": "ok",
+             "train_seed": 99}
+    coordinator.on_trial_result(trial, final)
+    rows = pd.read_parquet(coordinator.store.path)
+    assert list(rows["trial_id"]) == ["a"] and rows["valid_mrr"].iloc[0] == 0.4 and rows["trial_index"].iloc[0] == 7
+    coordinator.on_trial_end(SimpleNamespace(**{**vars(trial), "last_result": final}), None)
+    again = pd.read_parquet(coordinator.store.path)
+    assert len(again) == 1 and again["valid_mrr"].iloc[0] == 0.4 and again["status"].iloc[0] == "ok"

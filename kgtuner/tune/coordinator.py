@@ -42,32 +42,13 @@ from kgtuner.tune.run_dir import (SEARCH_DIR, STATE_FILE, RunDirLock, atomic_jso
                                   reserve_space, write_overrides)
 from kgtuner.tune.seeds import retrain_seeds, train_seed
 from kgtuner.tune.settings import ExperimentSettings
+from kgtuner.tune.progress import configure_tune, trial_dirname
 from kgtuner.tune.trial_values import check_trial_values
 
 __all__ = ["Coordinator", "ExperimentInterrupted", "run_experiment", "check_run_dir", "fingerprint", "STATE_FILE"]
 
 #: Longest wait for the first trial to be ready before the budget clock starts anyway (seconds).
 STARTUP_WAIT_S = 120.0
-#: Environment for Tune in the driver (set unless the user set them).
-TUNE_ENV = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
-
-
-def _configure_tune() -> None:
-    """Tune's classic live table; ``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1`` turns Tune's per-trial loggers
-    off (trials.parquet is the durable record) and then silences the result grid's warning."""
-    import logging
-
-    for key, value in TUNE_ENV.items():
-        os.environ.setdefault(key, value)
-    if os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS") == "1":
-        logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
-
-
-def trial_dirname(trial) -> str:
-    """Short trial folder names (Tune's default repeats the whole configuration)."""
-    return f"trial_{trial.trial_id}"
-
-
 class Coordinator(Faults, Resume):
     """Runs one experiment in ``run_dir`` (fresh or resumed) and writes its outputs there; the live
     :class:`~kgtuner.tune.events.Driver` of the search while it runs. Its fault paths are
@@ -293,11 +274,17 @@ class Coordinator(Faults, Resume):
         report = TrialReport.from_dict(result)
         if report.valid_mrr is not None:
             self.gauges.best_mrr(report.valid_mrr, stage=int(trial.config.get("stage", 1)))
+        if report.done and report.status is not None:  # its final report: the row now, not at Tune's end event
+            self._record_row(trial, report, None)  # (a driver killed between the two loses no finished trial)
 
     def on_trial_end(self, trial, error: str | None) -> None:
         self._maybe_start_clock(force=True)
+        report = TrialReport.from_dict(self.live.pop(trial.trial_id, None) or getattr(trial, "last_result", None))
+        self._record_row(trial, report, error)  # again (the same row; a failure after the final report replaces it)
+        self.early_stopped.pop(trial.trial_id, None)
+
+    def _record_row(self, trial, report: TrialReport, error: str | None) -> None:
         tid = trial.trial_id
-        report = TrialReport.from_dict(self.live.pop(tid, None) or getattr(trial, "last_result", None))
         if self._lost_to_full_disk(tid, error, report):  # no row: a resume runs it again
             return
         hp, meta = split_config(dict(trial.config))
@@ -305,7 +292,7 @@ class Coordinator(Faults, Resume):
         status, err = ("failed", error) if error is not None else (report.status or "ok", report.error)
         if status not in STATUSES:
             status = "failed"
-        early = self.early_stopped.pop(tid, None)
+        early = self.early_stopped.get(tid)
         rung = None if early is None or error is not None else early.rung
         if rung is not None:  # stopped by the early-stopping scheduler (ASHA): partly trained, no test metrics
             status, err = "stopped", None
@@ -345,7 +332,7 @@ class Coordinator(Faults, Resume):
         from kgtuner.tune.progress import ProgressCallback
         from kgtuner.tune.trackers import callbacks as tracker_callbacks
 
-        _configure_tune()
+        configure_tune()
         # Tune queues only one pending trial at a time for a custom searcher unless told otherwise
         # (it reads this at Tuner.fit): let every slot's first trial start at once.
         os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(self.slots))
@@ -418,7 +405,7 @@ class Coordinator(Faults, Resume):
                  f"with seeds {seeds}")
         param_space = {**json.loads(best["config_json"]), "seed": tune.grid_search(seeds),
                        "stage": self.strategy.answer_stage()}
-        _configure_tune()
+        configure_tune()
         tuner = tune.Tuner(self._trainable(graph_refs, deadlines=False), param_space=param_space,
                            tune_config=tune.TuneConfig(max_concurrent_trials=self.slots, reuse_actors=True,
                                                        trial_dirname_creator=trial_dirname),

@@ -11,6 +11,8 @@ state and the restored searcher all come from one moment.
 from __future__ import annotations
 
 import json
+import logging
+import os
 
 from ray.tune import Callback
 
@@ -79,3 +81,21 @@ class ProgressCallback(Callback):
         coordinator = events.active()
         if coordinator is not None:
             coordinator.on_trial_end(trial, error=trial_error_text(trial))
+
+
+#: Environment for Tune in the driver (set unless the user set them).
+TUNE_ENV = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
+
+
+def configure_tune() -> None:
+    """Tune's classic live table; ``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1`` turns Tune's per-trial loggers
+    off (trials.parquet is the durable record) and then silences the result grid's warning."""
+    for key, value in TUNE_ENV.items():
+        os.environ.setdefault(key, value)
+    if os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS") == "1":
+        logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+
+
+def trial_dirname(trial) -> str:
+    """Short trial folder names (Tune's default repeats the whole configuration)."""
+    return f"trial_{trial.trial_id}"

@@ -174,7 +174,7 @@ def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
     if ended is not None:  # restored from its own final checkpoint (it had ended): report that again
         tune.report(ended)
         return
-    if deadline.passed():
+    if deadline.passed() and tune.get_checkpoint() is None:  # a restored trial goes on: its checkpoint's best counts
         final("stopped", "stage ended before the trial started")
         return
     try:

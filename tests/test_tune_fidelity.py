@@ -354,7 +354,7 @@ def test_a_trials_row_is_written_at_its_final_report_not_only_at_tunes_end_event
     """The driver writes a trial's row when the trial's final report arrives: a driver killed between that report and
     Tune's end event (which Tune handles later) loses no finished trial (found by scripts/ops/chaos.py: a trial that
     started after Tune's last save and finished just before a kill -9 had no row and its trial_index came again).
-    The end event writes the same row again (a failure after the final report replaces it)."""
+    The end event writes nothing more (a failure after the final report replaces the row)."""
     hp = {"loss": "CE", "negatives": 128, "batch_size": 256, "dim": 200, "lr": 0.01}
     trial = SimpleNamespace(trial_id="a", config={**hp, "stage": 2, "trial_index": 7}, last_result=None)
     coordinator.on_trial_start(trial)
@@ -365,6 +365,11 @@ def test_a_trials_row_is_written_at_its_final_report_not_only_at_tunes_end_event
     coordinator.on_trial_result(trial, final)
     rows = pd.read_parquet(coordinator.store.path)
     assert list(rows["trial_id"]) == ["a"] and rows["valid_mrr"].iloc[0] == 0.4 and rows["trial_index"].iloc[0] == 7
+    written = coordinator.store.path.stat().st_mtime_ns
     coordinator.on_trial_end(SimpleNamespace(**{**vars(trial), "last_result": final}), None)
+    assert coordinator.store.path.stat().st_mtime_ns == written  # one write per trial, as before
     again = pd.read_parquet(coordinator.store.path)
     assert len(again) == 1 and again["valid_mrr"].iloc[0] == 0.4 and again["status"].iloc[0] == "ok"
+    # a failure Tune reports after the final report (e.g. its checkpoint could not be saved) replaces the row
+    coordinator.on_trial_end(SimpleNamespace(**{**vars(trial), "last_result": final}), "the actor died")
+    assert pd.read_parquet(coordinator.store.path)["status"].iloc[0] == "failed"

@@ -93,6 +93,7 @@ class Coordinator(Faults, Resume):
         self.clock: BudgetClock | None = None  # starts when the first trial is ready to train
         self.store = ResultsStore.load(self.run_dir) if saved else ResultsStore(self.run_dir)
         self.live: dict[str, dict] = {}
+        self.rowed_at_report: set[str] = set()  # trials whose row was written at their final report, this session
         self.early_stopped: dict[str, events.TrialEarlyStopped] = {}  # until the trial is recorded
         self._search_finished = False
         self._start_unix: dict[str, float] = {}
@@ -276,11 +277,13 @@ class Coordinator(Faults, Resume):
             self.gauges.best_mrr(report.valid_mrr, stage=int(trial.config.get("stage", 1)))
         if report.done and report.status is not None:  # its final report: the row now, not at Tune's end event
             self._record_row(trial, report, None)  # (a driver killed between the two loses no finished trial)
+            self.rowed_at_report.add(trial.trial_id)
 
     def on_trial_end(self, trial, error: str | None) -> None:
         self._maybe_start_clock(force=True)
         report = TrialReport.from_dict(self.live.pop(trial.trial_id, None) or getattr(trial, "last_result", None))
-        self._record_row(trial, report, error)  # again (the same row; a failure after the final report replaces it)
+        if error is not None or trial.trial_id not in self.rowed_at_report:  # a failure after it replaces the row
+            self._record_row(trial, report, error)
         self.early_stopped.pop(trial.trial_id, None)
 
     def _record_row(self, trial, report: TrialReport, error: str | None) -> None:

@@ -9,7 +9,7 @@ The names below are imported on first use, so that importing a light module of t
 (``kgtuner.kge.model_files``: the file names a search's driver needs) does not import torch.
 """
 
-from importlib import import_module
+from kgtuner._lazy import lazy_exports
 
 #: Public name -> the module that defines it.
 _SOURCES = {"TrainConfig": "kgtuner.kge.config", "LOSSES": "kgtuner.kge.losses", "MODELS": "kgtuner.kge.models",
@@ -19,13 +19,4 @@ _SOURCES = {"TrainConfig": "kgtuner.kge.config", "LOSSES": "kgtuner.kge.losses",
 __all__ = ["TrainConfig", "Trainer", "TrainResult", "MODELS", "LOSSES", "SAMPLERS", "REGULARIZERS"]
 
 
-def __getattr__(name: str):
-    if name not in _SOURCES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_SOURCES[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES)

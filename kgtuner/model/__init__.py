@@ -12,7 +12,7 @@ The command line: ``kgtuner predict RUN_DIR --head H --relation R`` (:mod:`kgtun
 Names are imported on first use (torch is imported only then).
 """
 
-from importlib import import_module
+from kgtuner._lazy import lazy_exports
 
 _SOURCES = {"load_model": "kgtuner.model.load", "build_model": "kgtuner.model.load",
             "TrainedModel": "kgtuner.model.trained", "Prediction": "kgtuner.model.trained",
@@ -21,13 +21,4 @@ _SOURCES = {"load_model": "kgtuner.model.load", "build_model": "kgtuner.model.lo
 __all__ = list(_SOURCES)
 
 
-def __getattr__(name: str):
-    if name not in _SOURCES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_SOURCES[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES)

@@ -126,21 +126,20 @@ def _mlflow_callback(tracker: TrackerSettings, run_dir: Path, experiment: str):
 
         def log_trial_result(self, iteration, trial, result):
             run_id = self._trial_runs[trial]
-            if trial not in self._tagged and "graph" in result:
-                client = self.mlflow_util._get_client() if hasattr(self.mlflow_util, "_get_client") else None
+            if trial not in self._tagged and "graph" in result:  # on this trial's run, not the active one
                 for key in ("stage", "graph"):
-                    if client is not None:
-                        client.set_tag(run_id, key, str(result[key]))
-                    else:
-                        self.mlflow_util._mlflow.set_tag(key, str(result[key]))
+                    self._client.set_tag(run_id, key, str(result[key]))
                 self._tagged.add(trial)
             metrics = _metrics(result)
             if metrics:
                 self.mlflow_util.log_metrics(run_id=run_id, metrics_to_log=metrics, step=int(result.get("step", 0)))
 
         def setup(self, *args, **kwargs):
+            from mlflow.tracking import MlflowClient
+
             super().setup(*args, **kwargs)
             self._tagged = set()
+            self._client = MlflowClient(tracking_uri=self.tracking_uri)
 
     tags = {"kgtuner_experiment": experiment, **{str(k): str(v) for k, v in (tracker.options.get("tags") or {}).items()}}
     return TrialsToMLflow(tracking_uri=mlflow_uri(tracker, run_dir),

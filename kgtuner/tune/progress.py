@@ -16,7 +16,7 @@ import os
 
 from ray.tune import Callback
 
-from kgtuner.tune import events
+from kgtuner.tune import events, whole_files
 from kgtuner.tune.run_dir import SNAPSHOT_KEY
 
 
@@ -89,7 +89,9 @@ TUNE_ENV = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOIN
 
 def configure_tune() -> None:
     """Tune's classic live table; ``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1`` turns Tune's per-trial loggers
-    off (trials.parquet is the durable record) and then silences the result grid's warning."""
+    off (trials.parquet is the durable record) and then silences the result grid's warning. Tune's experiment
+    state reaches the run directory as whole files (:mod:`kgtuner.tune.whole_files`)."""
+    whole_files.install()
     for key, value in TUNE_ENV.items():
         os.environ.setdefault(key, value)
     if os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS") == "1":

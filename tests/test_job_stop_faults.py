@@ -235,6 +235,29 @@ def test_ray_killed_under_the_driver_is_no_hang_and_the_resume_keeps_every_row(t
     added = final[~final["trial_id"].isin(before["trial_id"])]
     assert set(added["stage"]) <= {2}, final[["trial_id", "stage", "status"]]  # still stage 2 after the resume
     assert json.loads((run_dir / "kgtuner_state.json").read_text())["stage"] == 2
+    # the interrupted session's Tune files are gone: one experiment state, the resumed session's (issue 42's soak
+    # filled its disk with one 13 MB experiment state per resume)
+    assert len(list((run_dir / "search").glob("experiment_state-*.json"))) == 1
+
+
+def test_a_resume_keeps_only_the_newest_sessions_tune_files(tmp_path):
+    from kgtuner.tune.tune_state import remove_superseded_sessions
+
+    search = tmp_path / "search"
+    search.mkdir()
+    sessions = ["2026-11-28_10-00-00", "2026-11-28_10-05-00", "2026-11-28_11-00-00"]
+    for s in sessions:
+        (search / f"experiment_state-{s}.json").write_text(json.dumps({"trial_data": []}))
+        (search / f"search_gen_state-{s}.json").write_text("{}")
+        (search / f"callback-states-{s}.pkl").write_bytes(b"x")
+    (search / f"searcher-state-{sessions[0]}.pkl").write_bytes(b"y")  # a session that saved no searcher since
+    (search / "tuner.pkl").write_bytes(b"t")
+    (search / "trial_0001").mkdir()
+    removed = remove_superseded_sessions(tmp_path)
+    assert len(removed) == 6
+    assert sorted(p.name for p in search.iterdir()) == sorted([
+        f"experiment_state-{sessions[2]}.json", f"search_gen_state-{sessions[2]}.json",
+        f"callback-states-{sessions[2]}.pkl", f"searcher-state-{sessions[0]}.pkl", "tuner.pkl", "trial_0001"])
 
 
 @pytest.mark.slow

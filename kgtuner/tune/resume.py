@@ -31,7 +31,8 @@ from kgtuner.tune import events
 from kgtuner.tune.report import TrialReport
 from kgtuner.tune.run_dir import (SEARCH_DIR, RunDirRefused, budget_extension, extend_overrides, fingerprint,
                                   remove_temp_files)
-from kgtuner.tune.tune_state import mark_trials_finished, reopen_search, tune_snapshot
+from kgtuner.tune.tune_state import (mark_trials_finished, remove_superseded_sessions, reopen_search,
+                                     tune_snapshot)
 
 __all__ = ["KEPT_STATE", "Resume", "resumed_settings"]
 
@@ -126,6 +127,7 @@ class Resume:
         """
         self._snapshot = snap = tune_snapshot(self.run_dir)
         remove_temp_files(self.run_dir)  # of writes cut short (a killed driver, a full disk): we hold the lock
+        remove_superseded_sessions(self.run_dir)  # the newest, just checked, is all Tune restores from
         if snap.path is None:
             if len(self.store) or float(self.state.get("elapsed_s") or 0.0) > 0:
                 self.log(f"Tune saved no state of the interrupted search in {self.run_dir / SEARCH_DIR} (it stopped "

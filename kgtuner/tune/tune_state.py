@@ -49,6 +49,25 @@ class TuneSnapshot:
         return [t for t in trial_ids if t not in self.searcher_trials or t in self.searcher_running]
 
 
+#: The files Tune writes once per driver session (``<kind>-<session timestamp>``); it restores from the newest.
+SESSION_FILES = ("experiment_state-*.json", "searcher-state-*.pkl", "search_gen_state-*.json", "callback-states-*.pkl")
+
+
+def remove_superseded_sessions(run_dir: str | os.PathLike) -> list[Path]:
+    """Remove the files of the driver sessions before the newest (Tune reads only the newest of each kind; every
+    resume adds a session, and a search resumed often would keep one experiment state per resume: 13 MB each
+    for a 500-trial search). Call it once :func:`tune_snapshot` has checked the newest; return what it removed."""
+    search = Path(run_dir) / SEARCH_DIR
+    removed = []
+    for pattern in SESSION_FILES:
+        newest = _newest(search, pattern)
+        for path in glob.glob(str(search / pattern)):
+            if Path(path) != newest:
+                _unlink(Path(path))
+                removed.append(Path(path))
+    return removed
+
+
 def _newest(search: Path, pattern: str) -> Path | None:
     paths = glob.glob(str(search / pattern))
     return Path(max(paths)) if paths else None  # Tune's rule: the newest by (timestamped) name
@@ -114,7 +133,7 @@ def tune_snapshot(run_dir: str | os.PathLike) -> TuneSnapshot:
     except (OSError, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as exc:
         raise _damaged(search, path.name, _reason(exc)) from None
     snap = TuneSnapshot(path=path, trials=trials)
-    for pattern in ("searcher-state-*.pkl", "search_gen_state-*.json", "callback-states-*.pkl"):
+    for pattern in SESSION_FILES[1:]:
         file = _newest(search, pattern)
         if file is None:
             continue

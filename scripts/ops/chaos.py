@@ -12,7 +12,7 @@ docs/ops/chaos.txt; tests/test_chaos.py runs a 2-minute version with `make test-
 (``ray.cluster_utils.Cluster`` in a helper process: a head on 127.0.0.2 and a worker node on 127.0.0.3, 4 logical
 GPUs and 4 CPUs each, token authentication on, a private Ray temp dir and token), and the search's driver as a
 separate process attached to it (``cluster=remote cluster.address=HEAD``) in its own process group, so the
-script can signal it, kill it and start it again with ``resume=true``. The run directory lies on a 256 MB tmpfs
+script can signal it, kill it and start it again with ``resume=true``. The run directory lies on a 1 GB tmpfs
 (``mount -t tmpfs``, root only; when the mount is refused the run directory is on the ordinary disk, the full-disk
 fault is left out and the output says so). The search: ``budget.seconds=B0`` (0.8 x the final budget B, B = 0.6 x
 ``--minutes`` x 60 s, at least 90 s), ``seed=--seed``, trials made long enough to be hit while they train (stage

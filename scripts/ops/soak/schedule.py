@@ -10,7 +10,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
 GPUS_PER_NODE = CPUS_PER_NODE = 4
-TMPFS_SIZE = "256m"  # room for the soak's own checkpoints; the full disk is an injected fault
+TMPFS_SIZE = "1g"  # room for the soak's own checkpoints; the full disk is an injected fault
 #: Trials long enough to be hit while they train, checkpointed often enough to continue from a checkpoint.
 TRIAL_OVERRIDES = ("trial.stage1.max_steps=600", "trial.stage1.valid_every=50", "trial.stage2.max_steps=900",
                    "trial.stage2.valid_every=100", "trial.checkpoint_every_s=5")

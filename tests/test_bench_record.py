@@ -19,14 +19,17 @@ import torch
 import pyarrow.parquet as pq
 import pytest
 
+from kgtuner.bench import pilot as bpl
 from kgtuner.bench import pool as bp
 from kgtuner.bench import record as br
 from kgtuner.bench import table as bt
 from kgtuner.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
-#: A tiny recording of the demo graph: every pool, repeated seeds, caps that stop some runs.
-TINY = dict(dataset="demo", stage1_configs=5, full_configs=3, expand_top=1, max_epochs=2,
+#: A tiny recording of the demo graph: every pool, repeated seeds, caps that stop some runs (the measured-seconds
+#: protocol of the tables before issue 38; the calibrated one: tests/test_bench_cost.py).
+TINY = dict(dataset="demo", cost="measured", valid_unit="steps", one_rule=False, decoupled_configs=0,
+            stage1_configs=5, full_configs=3, expand_top=1, max_epochs=2,
             stage1_cap_s=2.0, expand_cap_s=0.3, full_cap_s=0.3, stage1_valid_every=3, expand_valid_every=4,
             full_valid_every=4, noise_stage1_top=1, noise_stage1_random=1, noise_stage1_seeds=2,
             noise_expand_top=1, noise_expand_random=0, noise_expand_seeds=2, noise_full_top=1,
@@ -388,7 +391,11 @@ def test_the_command_line_records_and_reports(tmp_path, capsys):
     out = tmp_path / "rec"
     args = ["bench", "record", "--dataset", "demo", "--out", str(out), "--stage1-configs", "2", "--full-configs", "1",
             "--expand-top", "0", "--max-epochs", "1", "--full-cap-s", "0.5", "--noise-stage1-seeds", "1",
-            "--noise-full-seeds", "1", "--noise-expand-seeds", "1", "--stage1-max-valid-triples", "none"]
+            "--noise-full-seeds", "1", "--noise-expand-seeds", "1", "--stage1-max-valid-triples", "none",
+            "--decoupled-configs", "0"]
+    assert main(args) == 2  # one rule for every full-graph pool: the caps differ
+    assert "one_rule: every full-graph pool needs the same cap" in capsys.readouterr().err
+    args += ["--expand-cap-s", "0.5", "--decoupled-cap-s", "0.5"]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert sum(line.startswith("[") for line in printed.splitlines()) == 3  # a progress line per run
@@ -397,7 +404,7 @@ def test_the_command_line_records_and_reports(tmp_path, capsys):
     assert header["command"].startswith("kgtuner bench record --dataset demo")
     assert main(["bench", "record", "--dataset", "demo", "--out", str(out)]) == 0  # restart: settings from the header
     assert "3 run(s) recorded (0 now)" in capsys.readouterr().out
-    assert main(["bench", "record", "--dataset", "demo", "--out", str(out), "--full-cap-s", "3"]) == 2
+    assert main(["bench", "record", "--dataset", "demo", "--out", str(out), "--max-epochs", "3"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("kgtuner: error: the journal was recorded with other settings") and "\n" not in err
     assert main(["bench", "report", "--journal", str(out), "--out", str(tmp_path / "t")]) == 0
@@ -415,7 +422,8 @@ def test_a_recording_killed_in_the_middle_continues_without_duplicates(tmp_path)
     cmd = [sys.executable, "-m", "kgtuner.bench", "record", "--dataset", "demo", "--out", str(out),
            "--stage1-configs", "30", "--full-configs", "2", "--expand-top", "1", "--max-epochs", "3",
            "--expand-cap-s", "0.5", "--full-cap-s", "0.5", "--noise-stage1-seeds", "1", "--noise-expand-seeds", "1",
-           "--noise-full-seeds", "1"]
+           "--noise-full-seeds", "1", "--cost", "measured", "--valid-unit", "steps", "--one-rule", "false",
+           "--decoupled-configs", "0"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
     journal = out / "journal.jsonl"
@@ -620,8 +628,8 @@ def test_the_pilot_times_runs_into_its_own_file_and_reuses_them(tmp_path):
     """`kgtuner bench pilot`: its runs go to pilot.jsonl (never the journal), an estimate comes back, and a second
     call with the same settings trains nothing again."""
     s = tiny()
-    first = br.pilot(s, tmp_path, per_pool=1, pools=["stage1"], log=lambda line: None)
+    first = bpl.pilot(s, tmp_path, per_pool=1, pools=["stage1"], log=lambda line: None)
     runs = [r for r in br.Journal(tmp_path / "pilot.jsonl").read() if r.get("kind") == "run"]
     assert len(runs) == 1 and not (tmp_path / "journal.jsonl").exists()
-    assert first == br.pilot(s, tmp_path, per_pool=1, pools=["stage1"], log=lambda line: pytest.fail("trained again"))
+    assert first == bpl.pilot(s, tmp_path, per_pool=1, pools=["stage1"], log=lambda line: pytest.fail("trained again"))
     assert len(br.Journal(tmp_path / "pilot.jsonl").read()) == 1

@@ -27,13 +27,34 @@ from kgtuner.cli import EXIT_INTERRUPTED, ArgumentParser, fail
 from kgtuner.errors import KGTunerError
 
 DEFAULT_TABLES = Path("docs") / "benchmarks" / "tables"
+ALL_POOLS = "stage1,expand,full,decoupled"
+
+
+def _answer_runs(paths, dataset: str) -> list[str]:
+    """The answers' run ids in replay results (``answer_run``) of the graph named like ``dataset``'s folder."""
+    from kgtuner.bench.table import read_frame
+
+    graph = Path(str(dataset).rstrip("/")).name.lower()
+    out: set[str] = set()
+    for path in paths:
+        frame = read_frame(path, need=("graph", "answer_run"))
+        rows = frame[frame["graph"].astype(str).str.lower() == graph]
+        out |= {str(r) for r in rows["answer_run"].dropna()}
+    return sorted(out)
 
 
 def _none_or_int(text: str) -> int | None:
     return None if str(text).lower() in ("none", "null") else int(text)
 
 
-_TYPES = {"int": int, "float": float, "str": str, "int | None": _none_or_int}
+def _bool(text: str) -> bool:
+    value = str(text).lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a truth value: write true or false")
+    return value in ("true", "1", "yes")
+
+
+_TYPES = {"int": int, "float": float, "str": str, "int | None": _none_or_int, "bool": _bool}
 
 
 def _settings_options(parser: argparse.ArgumentParser) -> None:
@@ -65,10 +86,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p.add_argument("--out", default=None, help="the journal's folder (default outputs/bench_tables/<dataset>)")
         if name == "pilot":
             p.add_argument("--per-pool", type=int, default=4, help="pilot runs per pool (default 4)")
-            p.add_argument("--pools", default="stage1,expand,full", help="comma list of pools to pilot")
+            p.add_argument("--pools", default=ALL_POOLS, help="comma list of pools to pilot (default: all)")
         else:
             p.add_argument("--max-runs", type=int, default=None, help="stop after this many runs (default: all)")
-            p.add_argument("--pools", default="stage1,expand,full", help="comma list of pools to record")
+            p.add_argument("--pools", default=ALL_POOLS, help="comma list of pools to record (default: all)")
+            p.add_argument("--answers", nargs="*", default=[], metavar="RESULTS",
+                           help="replay results (results.parquet): record every answer configuration of this graph "
+                                "with the seeds its training noise needs (kgtuner.bench.pool.ANSWER_SEEDS)")
         _settings_options(p)
     for name in ("report", "finalize"):
         p = sub.add_parser(name, help="write runs.parquet, curves.parquet and card.md from a journal (any time)")
@@ -170,6 +194,7 @@ def main(argv: list[str] | None = None, prog: str = "kgtuner bench") -> int:
             return _replay(args)
         if args.command == "compare":
             return _compare(args)
+        from kgtuner.bench import pilot as pilot_mod
         from kgtuner.bench import record as rec
 
         out = Path(args.out) if args.out else rec.default_out(args.dataset)
@@ -181,7 +206,7 @@ def main(argv: list[str] | None = None, prog: str = "kgtuner bench") -> int:
         if bad:
             return fail(f"unknown pool(s) {bad}; choose among {', '.join(POOLS)}")
         if args.command == "pilot":
-            est = rec.pilot(settings, out, per_pool=args.per_pool, pools=pools)
+            est = pilot_mod.pilot(settings, out, per_pool=args.per_pool, pools=pools)
             print(json.dumps({k: v for k, v in est.items() if k != "settings"}, indent=1))
             return 0
         estimate = None
@@ -189,7 +214,8 @@ def main(argv: list[str] | None = None, prog: str = "kgtuner bench") -> int:
             estimate = _pilot_estimate(settings, out)
         command = " ".join([prog, *(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))])
         rec.record(settings, out, command=command, estimate=estimate, max_runs=args.max_runs,
-                   pools=pools, log=lambda line: print(line, flush=True))
+                   pools=pools, log=lambda line: print(line, flush=True),
+                   answers=_answer_runs(args.answers, args.dataset))
         return 0
     except KGTunerError as exc:
         return fail(exc)
@@ -288,7 +314,8 @@ def _compare(args) -> int:
 def _pilot_estimate(settings, out: Path) -> dict | None:
     """The estimate of this folder's pilot runs recorded with exactly these settings (None without any)."""
     from kgtuner.bench.pool import Pools
-    from kgtuner.bench.record import Journal, estimate
+    from kgtuner.bench.journal import Journal
+    from kgtuner.bench.pilot import estimate
 
     rows = [r for r in Journal(out / "pilot.jsonl").read()
             if r.get("kind") == "run" and r.get("settings") == settings.to_dict()]

@@ -11,13 +11,19 @@ Pools (:data:`POOLS`), per graph:
   model's/dataset's exceptions), trained on the full graph: the candidates stage 2 chooses among when
   a search's top-k falls within them;
 - ``full``: ``full_configs`` configurations of the full space (the one-stage baselines' space: random,
-  TPE, RF+BORE) drawn with ``seed + FULL_SEED_OFFSET``, trained on the full graph.
+  TPE, RF+BORE) drawn with ``seed + FULL_SEED_OFFSET``, trained on the full graph;
+- ``decoupled``: ``decoupled_configs`` configurations of KGTuner's own (decoupled) space, each at a stage-2 size
+  of its expansion drawn with it (``seed + DECOUPLED_SEED_OFFSET``), trained on the full graph: the pool of the
+  one-stage searches over KGTuner's space (``random[space=decoupled]``), which separate what the subgraph stage
+  buys from what the narrower space buys.
 
 Noise (``noise_*``): per pool, the ``top`` best configurations plus ``random`` others (drawn with a fixed
 seed among the pool's finished, non-failed ones) are trained again with train seeds 1..``seeds - 1``
 (the main runs train with seed 0). Every run trains until ``patience`` stalled validations, ``max_epochs``
 epochs of its graph, or its pool's wall-clock cap (``*_cap_s``, on the training+validation seconds),
-whichever comes first, validating every ``*_valid_every`` steps.
+whichever comes first, validating every ``*_valid_every`` steps (``valid_unit="epochs"``: epochs). With
+``cost="calibrated"`` the cap is a cap on the run's priced cost (:mod:`kgtuner.bench.cost`), not on its measured
+seconds, and ``one_rule`` requires every full-graph pool to share one cap, validation cadence and sample.
 
 The pools are pure functions of the settings (and, for ``expand`` and the noise, of the recorded
 stage-1/pool results through fixed rules), so a restart reproduces them.
@@ -38,23 +44,35 @@ import numpy as np
 from kgtuner.errors import ConfigError
 
 #: The pools, in recording order (``expand`` needs the finished stage-1 pool).
-POOLS = ("stage1", "expand", "full")
+POOLS = ("stage1", "expand", "full", "decoupled")
 #: What a replay does with a stage-2 candidate whose expansion the ``expand`` pool lacks (``kgtuner bench replay
 #: --on-miss``; :func:`kgtuner.bench.replay.replay`): run the nearest recorded expansion, lose it, or fail.
 ON_MISS = ("nearest", "lose", "fail")
 #: Which graph each pool trains on.
-POOL_GRAPH = {"stage1": "sub", "expand": "full", "full": "full"}
+POOL_GRAPH = {"stage1": "sub", "expand": "full", "full": "full", "decoupled": "full"}
+#: The pools trained on the full graph (one rule for all of them when ``one_rule``).
+FULL_GRAPH_POOLS = tuple(p for p, g in POOL_GRAPH.items() if g == "full")
 #: The full-space pool is drawn with ``seed + FULL_SEED_OFFSET`` (the stage-1 pool with ``seed``).
 FULL_SEED_OFFSET = 1000
 #: Noise draws of "random" configurations use ``seed + NOISE_SEED_OFFSET``.
 NOISE_SEED_OFFSET = 2000
+#: Seeds every configuration that a replayed search answers with is recorded with (0 .. ANSWER_SEEDS - 1;
+#: ``kgtuner bench record --answers``): its training noise enters the replays' intervals (issue 38).
+ANSWER_SEEDS = 3
+#: The decoupled-space pool (and its sizes) is drawn with ``seed + DECOUPLED_SEED_OFFSET``.
+DECOUPLED_SEED_OFFSET = 3000
 SCHEMA_VERSION = 1
 
 
 #: The clocks a recording can measure runs with (``RecordSettings.clock``).
 CLOCKS = ("cpu", "wall")
+#: What a run's cap and the replays' clock count (``RecordSettings.cost``; :mod:`kgtuner.bench.cost`).
+COSTS = ("calibrated", "measured")
+#: The unit of ``*_valid_every``.
+VALID_UNITS = ("epochs", "steps")
 #: Settings added after the first recordings, with the value that reproduces a journal begun before them.
-LEGACY_SETTINGS = {"clock": "wall"}
+LEGACY_SETTINGS = {"clock": "wall", "cost": "measured", "valid_unit": "steps", "one_rule": False,
+                   "decoupled_configs": 0}
 
 
 @dataclass(frozen=True)
@@ -67,6 +85,10 @@ class RecordSettings:
     machine's load). Caps are seconds of a run's training + validation on that clock (checked before every
     step; a run stopped by its cap validates its final state once and computes its test metrics after it).
     ``*_valid_every``: steps between validations.
+    ``cost``: ``calibrated`` prices a run by its steps and validations at its shape's measured prices and caps
+    that (:mod:`kgtuner.bench.cost`: the run's length does not depend on the machine's load), ``measured``
+    caps its measured seconds. ``valid_unit``: ``*_valid_every`` in ``epochs`` or ``steps``. ``one_rule``: every
+    full-graph pool (:data:`FULL_GRAPH_POOLS`) has the same cap, cadence and validation sample (checked).
     ``*_max_valid_triples``: the validation sample (None: every valid triple). Stage 1 takes
     ``trial.stage1``'s (5000 in ``conf/trial/paper.yaml``); the full-graph pools validate on a fixed sample of
     3000 valid triples (6000 queries, the same in every run: the engine's ``max_valid_triples``) where
@@ -76,37 +98,47 @@ class RecordSettings:
 
     dataset: str
     clock: str = "cpu"
+    cost: str = "calibrated"
+    valid_unit: str = "epochs"
+    one_rule: bool = True
     model: str = "complex"
     seed: int = 0
     trial: str = "paper"
     patience: int = 5
-    max_epochs: int = 5
+    max_epochs: int = 10
     threads: int = 1
     subgraph_ratio: float = 0.2
     subgraph_sampler: str = "multi_rw"
     stage1_space: str = "decoupled"
     full_space: str = "full"
-    stage1_configs: int = 400
+    stage1_configs: int = 600
     full_configs: int = 200
+    decoupled_configs: int = 200
     expand_top: int = 30
-    stage1_cap_s: float = 60.0
-    expand_cap_s: float = 75.0
-    full_cap_s: float = 50.0
-    stage1_valid_every: int = 100
-    expand_valid_every: int = 100
-    full_valid_every: int = 250
+    stage1_cap_s: float = 30.0
+    expand_cap_s: float = 150.0
+    full_cap_s: float = 150.0
+    decoupled_cap_s: float = 150.0
+    stage1_valid_every: int = 1
+    expand_valid_every: int = 1
+    full_valid_every: int = 1
+    decoupled_valid_every: int = 1
     stage1_max_valid_triples: int | None = 5000
     expand_max_valid_triples: int | None = 3000
     full_max_valid_triples: int | None = 3000
+    decoupled_max_valid_triples: int | None = 3000
     noise_stage1_top: int = 10
     noise_stage1_random: int = 10
     noise_stage1_seeds: int = 3
     noise_expand_top: int = 5
     noise_expand_random: int = 0
-    noise_expand_seeds: int = 2
+    noise_expand_seeds: int = 3
     noise_full_top: int = 5
     noise_full_random: int = 5
-    noise_full_seeds: int = 2
+    noise_full_seeds: int = 3
+    noise_decoupled_top: int = 5
+    noise_decoupled_random: int = 5
+    noise_decoupled_seeds: int = 3
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -120,8 +152,17 @@ class RecordSettings:
         return cls(**dict(data))
 
     def __post_init__(self):
-        if self.clock not in CLOCKS:
-            raise ConfigError(f"clock={self.clock!r}: choose among {', '.join(CLOCKS)}")
+        for name, value, choices in (("clock", self.clock, CLOCKS), ("cost", self.cost, COSTS),
+                                     ("valid_unit", self.valid_unit, VALID_UNITS)):
+            if value not in choices:
+                raise ConfigError(f"{name}={value!r}: choose among {', '.join(choices)}")
+        if self.one_rule:
+            rules = {p: (self.cap_s(p), self.valid_every(p), self.max_valid_triples(p)) for p in FULL_GRAPH_POOLS}
+            if len(set(rules.values())) > 1:
+                listed = "; ".join(f"{p}: cap {c}, valid every {v}, sample {m}" for p, (c, v, m) in rules.items())
+                raise ConfigError(f"one_rule: every full-graph pool needs the same cap, validation cadence and "
+                                  f"validation sample ({listed}); set them equal (e.g. --expand-cap-s and "
+                                  "--full-cap-s and --decoupled-cap-s) or give --one-rule false")
 
     @classmethod
     def from_header(cls, data: Mapping[str, Any]) -> "RecordSettings":
@@ -145,7 +186,9 @@ class RecordSettings:
 
     def controls(self, pool: str) -> dict[str, Any]:
         """The engine's training controls of a run of ``pool`` (besides its seed)."""
-        return {"max_epochs": self.max_epochs, "max_steps": None, "valid_every": self.valid_every(pool),
+        cadence = ({"valid_every_epochs": self.valid_every(pool)} if self.valid_unit == "epochs"
+                   else {"valid_every": self.valid_every(pool)})
+        return {"max_epochs": self.max_epochs, "max_steps": None, **cadence,
                 "patience": self.patience, "max_valid_triples": self.max_valid_triples(pool)}
 
 
@@ -166,6 +209,16 @@ class RunSpec:
 def run_id(pool: str, index: int, batch_size: int, dim: int, seed: int) -> str:
     """``stage1-0042-b128-d100-s0``: a run's key in the journal and the tables."""
     return f"{pool}-{int(index):04d}-b{int(batch_size)}-d{int(dim)}-s{int(seed)}"
+
+
+def parse_run_id(rid: str) -> tuple[str, int, int, int, int]:
+    """(pool, index, batch_size, dim, seed) of a :func:`run_id`."""
+    import re
+
+    m = re.fullmatch(r"([a-z0-9]+)-(\d+)-b(\d+)-d(\d+)-s(\d+)", str(rid))
+    if m is None or m.group(1) not in POOLS:
+        raise ConfigError(f"{rid!r} is not a run id of a recorded table (e.g. full-0012-b512-d200-s0)")
+    return m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5))
 
 
 def trial_defaults(name: str) -> dict[str, Any]:
@@ -206,6 +259,22 @@ class Pools:
     def full_configs(self) -> list[dict]:
         return draw_configs(self.full_space, self.settings.full_configs, self.settings.seed + FULL_SEED_OFFSET)
 
+    def decoupled_configs(self) -> list[dict]:
+        """The decoupled-space pool: configurations of the stage-1 space drawn with ``seed +
+        DECOUPLED_SEED_OFFSET``, each at a stage-2 size of the expansion drawn uniformly with the next seed."""
+        n = self.settings.decoupled_configs
+        if n <= 0:
+            return []
+        seed = self.settings.seed + DECOUPLED_SEED_OFFSET
+        sizes = self.expand_sizes()
+        picks = np.random.default_rng(seed + 1).integers(len(sizes), size=n)
+        return [{**c, "batch_size": sizes[k][0], "dim": sizes[k][1]}
+                for c, k in zip(draw_configs(self.stage1_space, n, seed), picks)]
+
+    def drawn(self, pool: str) -> list[dict]:
+        """The drawn configurations of a fixed pool (``stage1``, ``full``, ``decoupled``)."""
+        return {"stage1": self.stage1_configs, "full": self.full_configs, "decoupled": self.decoupled_configs}[pool]()
+
     def stage1_sizes(self) -> tuple[int, int]:
         """(batch_size, dim) the decoupled space fixes for stage 1."""
         cfg = self.stage1_configs()[0] if self.settings.stage1_configs else self.stage1_space.sample(0)
@@ -220,8 +289,11 @@ class Pools:
         """A hash of each fixed pool's configurations (a restart checks it reproduces the same pools).
         ``legacy``: the hash journals written before floats were rounded (:func:`canonical`) carry."""
         digest = _legacy_digest if legacy else _digest
-        return {"stage1": digest(self.stage1_configs()), "full": digest(self.full_configs()),
-                "expand_sizes": digest(self.expand_sizes())}
+        out = {"stage1": digest(self.stage1_configs()), "full": digest(self.full_configs()),
+               "expand_sizes": digest(self.expand_sizes())}
+        if self.settings.decoupled_configs > 0:  # absent from the journals recorded before the pool existed
+            out["decoupled"] = digest(self.decoupled_configs())
+        return out
 
     def same_pools(self, fingerprint: Mapping[str, str], runs: Sequence[Mapping] = ()) -> bool:
         """Whether a journal with ``fingerprint`` and recorded ``runs`` was drawn by this code: its fingerprint is
@@ -236,7 +308,7 @@ class Pools:
         """Why each of ``runs`` (journal run records) is not a run this code draws: its ``run_id`` does not name its
         pool, index, sizes and seed, or its configuration differs from the drawn one (floats compared with a
         relative tolerance of 1e-9, see :func:`same_config`)."""
-        drawn = {"stage1": self.stage1_configs(), "full": self.full_configs()}
+        drawn = {"stage1": self.stage1_configs(), "full": self.full_configs(), "decoupled": self.decoupled_configs()}
         sizes = {tuple(s) for s in self.expand_sizes()}
         out = []
         for r in runs:
@@ -264,8 +336,8 @@ class Pools:
         """The seed-0 runs of ``pool`` (``expand``: from the finished stage-1 rows, see :meth:`expand_indices`)."""
         if pool == "stage1":
             return [RunSpec("stage1", i, c) for i, c in enumerate(self.stage1_configs())]
-        if pool == "full":
-            return [RunSpec("full", i, c) for i, c in enumerate(self.full_configs())]
+        if pool in ("full", "decoupled"):
+            return [RunSpec(pool, i, c) for i, c in enumerate(self.drawn(pool))]
         if pool == "expand":
             configs = self.stage1_configs()
             return [RunSpec("expand", i, {**configs[i], "batch_size": b, "dim": d})
@@ -293,14 +365,30 @@ class Pools:
             chosen += [rest[i] for i in sorted(pick)]
         return [RunSpec(pool, int(r["config_index"]), dict(r["config"]), s) for r in chosen for s in range(1, seeds)]
 
+    def answer_runs(self, run_ids: Iterable[str], seeds: int = ANSWER_SEEDS) -> list[RunSpec]:
+        """The runs that give each answer's configuration (``run_ids``: its recorded run) seeds 1 .. seeds-1."""
+        out = []
+        for rid in dict.fromkeys(run_ids):
+            pool, index, batch_size, dim, _ = parse_run_id(rid)
+            if pool == "stage1":
+                continue  # an answer is a full-graph run; a stage-1 run is no model of the graph
+            base = self.drawn("stage1" if pool == "expand" else pool)
+            if not 0 <= index < len(base):
+                raise ConfigError(f"answer {rid}: this recording's {pool} pool has no configuration {index}")
+            config = {**base[index], "batch_size": batch_size, "dim": dim} if pool == "expand" else dict(base[index])
+            out += [RunSpec(pool, index, config, s) for s in range(1, seeds)]
+        return out
+
     def planned_counts(self) -> dict[str, int]:
         """Runs each pool will have once complete (main + noise), for the estimate."""
         s = self.settings
         n_sizes = len(self.expand_sizes())
         counts = {"stage1": s.stage1_configs, "expand": min(s.expand_top, s.stage1_configs) * n_sizes,
-                  "full": s.full_configs}
+                  "full": s.full_configs, "decoupled": s.decoupled_configs}
         out = {}
         for pool, n in counts.items():
+            if pool == "decoupled" and n == 0:  # a recording without the pool (before issue 38)
+                continue
             top, rnd, seeds = s.noise(pool)
             out[pool] = n + min(top + rnd, n) * max(0, seeds - 1)
         return out

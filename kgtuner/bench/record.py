@@ -17,17 +17,18 @@ runs already in the journal (a restart reproduces the same pools, see :mod:`kgtu
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import platform
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from kgtuner.bench import cost
+from kgtuner.bench.journal import Journal, append_jsonl, code_digest, git_commit, machine_info  # noqa: F401 (re-exported)
+
+__all__ = ["Journal", "append_jsonl", "train_config", "train_run", "record"]
 from kgtuner.bench.pool import POOL_GRAPH, POOLS, SCHEMA_VERSION, Pools, RecordSettings, RunSpec
 from kgtuner.errors import ConfigError
 
@@ -41,11 +42,14 @@ METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
 # ------------------------------------------------------------------------------------ one run
 def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping[str, Any], seed: int = 0,
                  filter_index=None, cap_s: float | None = None, device: str = "cpu",
-                 clock: str = "cpu") -> dict[str, Any]:
+                 clock: str = "cpu", price=None) -> dict[str, Any]:
     """Train ``config`` (hyper-parameters, with ``batch_size`` and ``dim``) on ``kg`` and describe the run.
 
     ``controls``: the engine's controls (``max_epochs``, ``max_steps``, ``valid_every``, ``patience``,
-    ``max_valid_triples``). Returns ``status`` (ok / diverged / failed), ``stop_reason`` (patience /
+    ``max_valid_triples``; ``valid_every_epochs`` instead of ``valid_every``: validate every that many epochs of
+    this run's graph and batch size). ``price`` (a :class:`~kgtuner.bench.cost.ShapeCost`): ``cap_s`` caps the
+    run's priced cost, so it becomes a step limit fixed before the run (stop reason ``time_cap`` when it binds),
+    and each curve point gains its cumulative ``cost``. Returns ``status`` (ok / diverged / failed), ``stop_reason`` (patience /
     epochs / steps / time_cap / failed), ``error``, ``steps``, ``epochs``, ``steps_per_epoch``,
     ``best_valid`` / ``test`` (metric dicts or None), ``best_step``, ``curve`` (one dict per validation:
     step, epoch, valid metrics, loss, lr, cumulative ``train_s`` / ``valid_s``, ``final``: a validation off
@@ -65,10 +69,13 @@ def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping
                            "steps_per_epoch": None, "best_valid": None, "test": None, "best_step": None,
                            "curve": curve, "threads": torch.get_num_threads()}
     trainer = None
+    controls = dict(controls)
+    every_epochs = controls.pop("valid_every_epochs", None)
     valid_every = int(controls.get("valid_every") or 1)
     t_fit = None
+    cap_steps = None
     try:
-        cfg = TrainConfig.from_dict({**dict(config), **dict(controls), "model": model, "seed": int(seed),
+        cfg = TrainConfig.from_dict({**dict(config), **controls, "model": model, "seed": int(seed),
                                      "device": device})
 
         def on_validation(report: dict) -> None:
@@ -77,7 +84,8 @@ def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping
                           **{f"valid_{k}": _num(report.get(f"valid_{k}")) for k in METRICS},
                           "loss": _num(report.get("loss")), "lr": _num(report.get("lr")),
                           "train_s": train_seconds(), "valid_s": seg["valid"],
-                          "final": step % valid_every != 0})
+                          "final": step % valid_every != 0,
+                          **({"cost": price.cost(step, len(curve) + 1)} if price is not None else {})})
 
         def train_seconds(at: float | None = None) -> float:
             if clock == "wall":
@@ -99,12 +107,22 @@ def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping
 
         trainer.evaluate = timed_evaluate  # Trainer._validate / evaluate_test call it: every evaluation is timed
         out["steps_per_epoch"] = int(trainer.steps_per_epoch)
+        if every_epochs is not None:  # the cadence in this run's own epochs
+            valid_every = trainer.cfg.valid_every = max(1, round(float(every_epochs) * trainer.steps_per_epoch))
+        out["valid_every"] = valid_every
+        if price is not None and cap_s is not None:  # the cap on the priced cost: a step limit, fixed now
+            cap_steps = price.max_steps(float(cap_s), valid_every)
+            limit = trainer.cfg.max_steps
+            trainer.cfg.max_steps = cap_steps if limit is None else min(limit, cap_steps)
+        out["cap_steps"] = cap_steps
         t_fit = now()
-        if cap_s is not None:
+        if cap_s is not None and price is None:
             deadline[0] = t_fit + float(cap_s)
         result = trainer.fit()
         test = result.test
         stop = STOP_REASONS.get(result.stop_reason, result.stop_reason)
+        if stop == "steps" and cap_steps is not None and trainer.step >= cap_steps:
+            stop = "time_cap"  # the priced cap's step limit
         if result.status == "stopped":  # the time cap: validate the final state once, then test the best
             if len(kg.valid) and trainer.step > 0 and trainer.last_eval_step != trainer.step:
                 if trainer._validate(final=True) == "diverged":
@@ -125,6 +143,7 @@ def train_config(kg, config: Mapping[str, Any], *, model: str, controls: Mapping
         out.update(steps=int(trainer.step), epochs=float(trainer.epochs))
     out["seconds"] = {"setup": (t_fit or end) - t0, "train": train_s, "valid": seg["valid"], "test": seg["test"],
                       "total": end - t0}
+    out["cost"] = price.cost(out["steps"], len(curve)) if price is not None else None
     return out
 
 
@@ -149,13 +168,15 @@ def _metrics(d: Mapping | None) -> dict[str, float] | None:
     return {k: float(d[k]) for k in METRICS if k in d}
 
 
-def train_run(spec: RunSpec, kg, settings: RecordSettings, *, filter_index=None) -> dict[str, Any]:
-    """A journal row of ``spec`` trained on ``kg`` (its pool's graph) under ``settings``."""
+def train_run(spec: RunSpec, kg, settings: RecordSettings, *, filter_index=None, price=None) -> dict[str, Any]:
+    """A journal row of ``spec`` trained on ``kg`` (its pool's graph) under ``settings`` (``price``: its shape's,
+    with ``cost="calibrated"``)."""
     started = time.time()
     load_start = _load()
-    res = train_config(kg, spec.config, model=settings.model, controls=settings.controls(spec.pool),
+    controls = settings.controls(spec.pool)
+    res = train_config(kg, spec.config, model=settings.model, controls=controls,
                        seed=spec.seed, filter_index=filter_index, cap_s=settings.cap_s(spec.pool),
-                       clock=settings.clock)
+                       clock=settings.clock, price=price)
     best, test = res["best_valid"] or {}, res["test"] or {}
     return {"kind": "run", "run_id": spec.run_id, "pool": spec.pool, "config_index": spec.index,
             "config": spec.config, "batch_size": int(spec.config["batch_size"]), "dim": int(spec.config["dim"]),
@@ -164,8 +185,10 @@ def train_run(spec: RunSpec, kg, settings: RecordSettings, *, filter_index=None)
             "steps_per_epoch": res["steps_per_epoch"], "n_valid": len(res["curve"]), "best_step": res["best_step"],
             **{f"best_valid_{k}": best.get(k) for k in METRICS}, **{f"test_{k}": test.get(k) for k in METRICS},
             **{f"seconds_{k}": v for k, v in res["seconds"].items()}, "threads": res["threads"],
-            "cap_s": settings.cap_s(spec.pool), **{k: v for k, v in settings.controls(spec.pool).items()
-                                                   if k != "max_steps"},
+            "cap_s": settings.cap_s(spec.pool), **{k: v for k, v in controls.items() if k != "max_steps"},
+            "valid_every": res.get("valid_every", controls.get("valid_every")),
+            **({"cost": res["cost"], "cap_steps": res["cap_steps"], "cost_step_s": price.step_s,
+                "cost_valid_s": price.valid_s} if price is not None else {}),
             "started_unix": round(started, 3), "ended_unix": round(time.time(), 3),
             "load_start": load_start, "load_end": _load(), "curve": res["curve"]}
 
@@ -175,122 +198,6 @@ def _load() -> float | None:
         return round(os.getloadavg()[0], 2)
     except OSError:  # pragma: no cover - no load average on this platform
         return None
-
-
-# ------------------------------------------------------------------------------------ journal
-class Journal:
-    """An append-only JSON-lines file, each record ``fsync``-ed when written.
-
-    ``read()`` returns the records; a last line cut by a kill (no newline, or not JSON) is dropped, and
-    the file is truncated to its last complete line before the next append."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def exists(self) -> bool:
-        return self.path.is_file() and self.path.stat().st_size > 0
-
-    def read(self) -> list[dict]:
-        if not self.path.is_file():
-            return []
-        records = []
-        for line in self.path.read_bytes().split(b"\n"):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except ValueError:  # a line cut by a kill: the run reruns
-                continue
-        return records
-
-    def repair(self) -> int:
-        """Cut a partial last line (written when the process died); return the bytes removed."""
-        if not self.path.is_file():
-            return 0
-        data = self.path.read_bytes()
-        keep = data.rfind(b"\n") + 1
-        if keep == len(data):
-            return 0
-        with self.path.open("r+b") as fh:
-            fh.truncate(keep)
-            fh.flush()
-            os.fsync(fh.fileno())
-        return len(data) - keep
-
-    def append(self, record: Mapping[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(record, default=_json_default, allow_nan=False) + "\n"
-        with self.path.open("a") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
-
-
-def _json_default(obj):
-    if hasattr(obj, "item"):
-        return obj.item()
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
-
-
-def append_jsonl(path: str | Path, record: Mapping[str, Any]) -> None:
-    """Append one record to a JSON-lines file durably (the scripts' tables)."""
-    Journal(path).append(record)
-
-
-# ------------------------------------------------------------------------------------ machine
-def git_commit(root: str | Path | None = None) -> str:
-    """The checkout's commit (with ``+dirty`` when its tracked files differ), or ``unknown``."""
-    root = Path(root) if root else Path(__file__).resolve().parents[2]
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (sha + ("+dirty" if dirty else "")) if sha else "unknown"
-
-
-def code_digest() -> str:
-    """A hash of the training and recording code (``kgtuner/kge``, ``kgtuner/bench``, ``kgtuner/data``, the spaces):
-    what ``+dirty`` commits cannot name."""
-    import hashlib
-
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    files = [*sorted((root / "kge").rglob("*.py")), *sorted((root / "bench").rglob("*.py")),
-             *sorted((root / "data").rglob("*.py")), *sorted((root / "search").rglob("*.py"))]
-    conf = root.parent / "conf" / "space"
-    files += sorted(conf.glob("*.yaml")) if conf.is_dir() else []
-    for f in files:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def machine_info() -> dict[str, Any]:
-    """Cores, CPU model, memory, OS, Python/torch versions of this machine."""
-    import torch
-
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem = round(int(line.split()[1]) / 2 ** 20, 1)
-                break
-    except OSError:
-        pass
-    return {"host": platform.node(), "cores": os.cpu_count(), "cpu": cpu, "memory_gib": mem,
-            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
-            "torch": torch.__version__}
 
 
 # ------------------------------------------------------------------------------------ recording
@@ -358,13 +265,17 @@ def check_header(header: Mapping[str, Any], settings: RecordSettings, pools_: Po
 
 def record(settings: RecordSettings, out: str | Path, *, command: str | None = None,
            estimate: Mapping[str, Any] | None = None, max_runs: int | None = None,
-           log: Callable[[str], None] = print, pools: Iterable[str] = POOLS) -> dict[str, Any]:
+           log: Callable[[str], None] = print, pools: Iterable[str] = POOLS,
+           answers: Iterable[str] = ()) -> dict[str, Any]:
     """Record (or continue) the table of ``settings`` into ``out/journal.jsonl``; return a summary.
 
     The first call writes the header (settings, pool fingerprints, commit, command, machine, the
     ``estimate``); every call appends a ``session`` record, then trains the runs not yet in the journal,
     pool by pool (:data:`POOLS`, then the repeated seeds), appending each as soon as it ends.
-    ``max_runs``: stop after that many runs (tests, pilots)."""
+    ``max_runs``: stop after that many runs (tests, pilots). ``answers``: run ids of replayed searches' answers
+    (``results.parquet``'s ``answer_run``); each answer's configuration is trained with seeds 1 ..
+    :data:`~kgtuner.bench.pool.ANSWER_SEEDS` - 1 after the pools (the ids are kept in the journal, so a restart
+    records the same runs), so that every answer's training noise enters the replays' intervals."""
     import torch
 
     torch.set_num_threads(int(settings.threads))
@@ -401,18 +312,25 @@ def record(settings: RecordSettings, out: str | Path, *, command: str | None = N
     log(f"{graphs.name}: {len(rows)} run(s) in {journal.path}; planned {pools_.planned_counts()} "
         f"(stage-1 graph {graphs.sub.name}: {graphs.sub.stats()['train']} train triples)")
     done_now = 0
-    chosen = [p for p in POOLS if p in set(pools)]
-    for phase in [(p, "main") for p in chosen] + [(p, "noise") for p in chosen]:
+    chosen = [p for p in POOLS if p in set(pools) and (p != "decoupled" or settings.decoupled_configs > 0)]
+    prices = {}
+    if settings.cost == "calibrated":  # every shape priced before the first run, once per table
+        prices = cost.calibrate_missing(cost.needed_shapes(pools_, chosen), graphs, settings, cost.prices(records),
+                                        journal.append, log)
+    answer_ids = _answer_ids(records, answers, journal, graphs.name, log)
+    for phase in [(p, "main") for p in chosen] + [(p, "noise") for p in chosen] + [(None, "answers")]:
         pool, kind = phase
         if kind == "main":
             if pool == "expand" and not _complete(pools_.main_runs("stage1"), rows):
                 log("expand: waits for the complete stage-1 pool")
                 continue
             specs = pools_.main_runs(pool, list(rows.values()))
-        else:
+        elif kind == "noise":
             if not _complete(_main_specs(pools_, pool, rows), rows):
                 continue
             specs = pools_.noise_runs(pool, list(rows.values()))
+        else:  # the seeds of the replays' answers (ANSWER_SEEDS each), after every pool's own runs
+            specs = pools_.answer_runs(answer_ids)
         todo = [s for s in specs if s.run_id not in rows]
         for n, spec in enumerate(todo, 1):
             if max_runs is not None and done_now >= max_runs:
@@ -420,8 +338,13 @@ def record(settings: RecordSettings, out: str | Path, *, command: str | None = N
                 return {"runs": len(rows), "recorded_now": done_now, "complete": False}
             if done_now == 0:
                 journal.append(session)
-            kg, fi = graphs.for_pool(pool)
-            row = train_run(spec, kg, settings, filter_index=fi)
+            kg, fi = graphs.for_pool(spec.pool)
+            price = None
+            if settings.cost == "calibrated":
+                shape = cost.Shape.of(POOL_GRAPH[spec.pool], spec.config)
+                prices = cost.calibrate_missing([shape], graphs, settings, prices, journal.append, log)
+                price = prices[shape.key]
+            row = train_run(spec, kg, settings, filter_index=fi, price=price)
             row["session_unix"] = round(t_session, 3)
             journal.append(row)
             rows[row["run_id"]] = row
@@ -478,6 +401,17 @@ def _refuse_if_running(records: list[dict]) -> None:
                           "one recording per journal")
 
 
+def _answer_ids(records: list[dict], answers: Iterable[str], journal: Journal, graph: str, log) -> list[str]:
+    """The answer run ids the journal holds, with ``answers`` not yet among them appended as an ``answers``
+    record."""
+    have = [rid for r in records if r.get("kind") == "answers" for rid in r["run_ids"]]
+    new = sorted(set(answers) - set(have))
+    if new:
+        journal.append({"kind": "answers", "run_ids": new, "unix": round(time.time(), 3)})
+        log(f"{graph}: {len(new)} answer configuration(s) to train with more seeds")
+    return have + new
+
+
 def _main_specs(pools_: Pools, pool: str, rows: Mapping[str, Mapping]) -> list[RunSpec]:
     if pool == "expand":
         if not _complete(pools_.main_runs("stage1"), rows):
@@ -510,76 +444,3 @@ def progress_line(row: Mapping[str, Any], n: int, total: int, kind: str, recorde
             f"epochs={row['epochs']:.2f} {row['seconds_total']:.1f}s (train {row['seconds_train']:.1f} "
             f"valid {row['seconds_valid']:.1f} test {row['seconds_test']:.1f}) load={row['load_end']}"
             f" | {recorded} recorded, session {elapsed_s / 3600:.2f} h{err}")
-
-
-# ------------------------------------------------------------------------------------ pilot
-def pilot(settings: RecordSettings, out: str | Path, *, per_pool: int = 4, log: Callable[[str], None] = print,
-          pools: Iterable[str] = POOLS) -> dict[str, Any]:
-    """Time ``per_pool`` runs of each pool under ``settings`` (appended to ``out/pilot.jsonl``, never to the
-    journal) and estimate the recording's hours: per pool, the mean seconds of its pilot runs x its planned
-    runs (:meth:`Pools.planned_counts`). Pilot runs: ``per_pool`` configurations evenly spread over the stage-1
-    and full pools (:func:`spread`); for ``expand`` (whose top is not known before the stage-1 pool) the same
-    stage-1 configurations, each at the next expanded size in turn. Pilot runs already recorded with the same
-    settings are reused."""
-    import torch
-
-    torch.set_num_threads(int(settings.threads))
-    out = Path(out)
-    journal = Journal(out / "pilot.jsonl")
-    journal.repair()
-    graphs = Graphs(settings)
-    pools_ = Pools(settings, graphs.name)
-    same = [r for r in journal.read() if r.get("kind") == "run" and r.get("settings") == settings.to_dict()]
-    have = {r["run_id"]: r for r in same}
-    stage1 = pools_.stage1_configs()
-    full = pools_.main_runs("full")
-    sizes = pools_.expand_sizes()
-    picks = {"stage1": spread(len(stage1), per_pool), "full": spread(len(full), per_pool)}
-    plans = {"stage1": [RunSpec("stage1", i, stage1[i]) for i in picks["stage1"]],
-             "full": [full[i] for i in picks["full"]],
-             "expand": [RunSpec("expand", i, {**stage1[i], "batch_size": sizes[n % len(sizes)][0],
-                                              "dim": sizes[n % len(sizes)][1]})
-                        for n, i in enumerate(picks["stage1"])]}
-    chosen = [p for p in POOLS if p in set(pools)]
-    for pool in chosen:
-        for n, spec in enumerate(plans[pool], 1):
-            if spec.run_id in have:
-                continue
-            kg, fi = graphs.for_pool(pool)
-            row = train_run(spec, kg, settings, filter_index=fi)
-            row["settings"] = settings.to_dict()
-            journal.append(row)
-            have[row["run_id"]] = row
-            log(progress_line(row, n, len(plans[pool]), "main", len(have), 0.0).replace("[", "[pilot ", 1))
-    return estimate(settings, pools_, list(have.values()))
-
-
-def estimate(settings: RecordSettings, pools_: Pools, pilot_rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The recording's estimated hours from pilot rows: mean pilot seconds x planned runs, per pool."""
-    planned = pools_.planned_counts()
-    per_pool: dict[str, Any] = {}
-    total = 0.0
-    rows = list(pilot_rows)
-    for pool in POOLS:
-        secs = [float(r["seconds_total"]) for r in rows if r["pool"] == pool]
-        if not secs:
-            continue
-        mean = sum(secs) / len(secs)
-        hours = mean * planned[pool] / 3600
-        total += hours
-        per_pool[pool] = {"pilot_runs": len(secs), "pilot_mean_s": round(mean, 1), "pilot_max_s": round(max(secs), 1),
-                          "cap_s": settings.cap_s(pool), "planned_runs": planned[pool], "hours": round(hours, 2),
-                          "pilot_stops": {k: sum(r["stop_reason"] == k for r in rows if r["pool"] == pool)
-                                          for k in TABLE_STOP_REASONS}}
-    return {"pools": per_pool, "hours": round(total, 2), "machine": machine_info(), "settings": settings.to_dict()}
-
-
-def spread(n: int, k: int) -> list[int]:
-    """``k`` indices evenly spread over ``range(n)`` (first and last included)."""
-    if n <= 0 or k <= 0:
-        return []
-    if k >= n:
-        return list(range(n))
-    if k == 1:
-        return [0]
-    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})

@@ -22,7 +22,7 @@ from typing import Any
 
 from kgtuner.bench.pool import SCHEMA_VERSION, Pools, RecordSettings
 from kgtuner.bench.record import METRICS, Journal
-from kgtuner.bench.table import HP_COLUMNS, read_arrow, read_card
+from kgtuner.bench.table import COST_COLUMNS, HP_COLUMNS, read_arrow, read_card
 from kgtuner.errors import ConfigError
 
 #: ``runs.parquet`` columns the report derives (not in a journal's run record).
@@ -54,7 +54,10 @@ def restore_journal(table_dir: str | Path, out: str | Path, *, now: float | None
     points: dict[str, list[dict]] = {}
     curves = read_arrow(paths["curves.parquet"], need=("run_id", "point", *CURVE_POINT_KEYS)).to_pylist()
     for p in sorted(curves, key=lambda p: (p["run_id"], p["point"])):
-        points.setdefault(p["run_id"], []).append({k: p[k] for k in CURVE_POINT_KEYS})
+        point = {k: p[k] for k in CURVE_POINT_KEYS}
+        if p.get("cost") is not None:  # a calibrated recording's priced cost (absent before issue 38)
+            point["cost"] = p["cost"]
+        points.setdefault(p["run_id"], []).append(point)
     runs = [_run_record(row, points.get(row["run_id"], [])) for row in rows]
     saved = card.get("journal") or {}
     header = saved.get("header") or _rebuilt_header(card, runs)
@@ -65,7 +68,8 @@ def restore_journal(table_dir: str | Path, out: str | Path, *, now: float | None
                 "unix": round(time.time() if now is None else now, 3)}
     timeline = sorted([(float(s["started_unix"]), 0, s) for s in sessions]
                       + [(float(r["ended_unix"]), 1, r) for r in runs], key=lambda t: (t[0], t[1]))
-    records = [header, *(rec for _, _, rec in timeline), restored]
+    calibrations = [dict(c) for c in saved.get("calibrations") or []]  # the prices, before the runs they priced
+    records = [header, *calibrations, *(rec for _, _, rec in timeline), restored]
     out.mkdir(parents=True, exist_ok=True)
     tmp = journal.path.with_suffix(".jsonl.tmp")
     with tmp.open("w") as fh:
@@ -80,7 +84,8 @@ def restore_journal(table_dir: str | Path, out: str | Path, *, now: float | None
 
 def _run_record(row: dict, curve: list[dict]) -> dict:
     """A journal run record from its ``runs.parquet`` row and its curve points."""
-    rec = {"kind": "run", **{k: v for k, v in row.items() if k not in DERIVED_COLUMNS}}
+    rec = {"kind": "run", **{k: v for k, v in row.items() if k not in DERIVED_COLUMNS
+                             and not (k in COST_COLUMNS and v is None)}}
     rec["config"] = json.loads(row["config_json"])
     rec["curve"] = curve
     return rec

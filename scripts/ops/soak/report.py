@@ -47,7 +47,8 @@ def provenance() -> str:
             return ""
 
     head = run(["git", "rev-parse", "HEAD"]) or "unknown"
-    dirty = "+dirty" if run(["git", "--no-optional-locks", "status", "--porcelain"]) else ""
+    # untracked files (the soak's own log, written first) are not a change of the code: the tree hash covers them
+    dirty = "+dirty" if run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]) else ""
     found = sorted(REPO.glob("scripts/*/tree_hash.sh"))
     tree = run(["bash", str(found[0]), str(REPO)]) if found else ""
     where = found[0].relative_to(REPO) if found else "scripts/*/tree_hash.sh (not found)"

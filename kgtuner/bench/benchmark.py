@@ -2,16 +2,24 @@
 
 Settings are fixed before the runs (:class:`BenchmarkSettings`, written to the results' journal header); a
 restart skips the cells already in the journal (one JSON line per replayed search, appended as it ends) and
-refuses a journal recorded with other settings. Budgets are compute, in mean full-graph trials (the mean
-measured seconds of the table's ``full`` pool), so "30 trials' worth" means the same on every graph and for
-every worker count (:func:`budget_seconds`: the wall-clock budget is that compute divided by the workers).
+refuses a journal recorded with other settings. Budgets are compute, in mean full-graph trials (the mean cost of
+the table's ``full`` pool's main runs: priced on a priced table, measured seconds on an older one), so "30 trials'
+worth" means the same on every graph and for every worker count (:func:`budget_seconds`: the wall-clock budget is
+that compute divided by the workers).
 
 Algorithms are the strategies' names (``search=<name>``): KGTuner, KGTuner+ASHA, and the one-stage RF+BORE,
 TPE and random. GraSH is left out: its rounds train on subgraphs of other sizes for shares of the epochs,
 fidelities a table of 20%-subgraph and full-graph runs does not hold. An algorithm may carry settings,
 ``name[key=value,...]`` (:func:`parse_algorithm`): ``kgtuner[top_k=5]`` is ``search=kgtuner search.top_k=5``,
-and ``kgtuner[on_miss=lose]`` replays KGTuner with the replay's ``on_miss=lose``. The named grids
-(:data:`STUDIES`) are fixed here, in the code, before any replay of a recorded table.
+and ``kgtuner[on_miss=lose]`` replays KGTuner with the replay's ``on_miss=lose``. ``space=decoupled`` (one-stage
+searches only: ``random[space=decoupled]``, ``rf_bore[space=decoupled]``, ``tpe[space=decoupled]``) replays the
+search over KGTuner's own space on the table's ``decoupled`` pool (a table without one refuses it). The named
+grids (:data:`STUDIES`) are fixed here, in the code, before any replay of a recorded table.
+
+A results row (:func:`run_cell`) keeps the mapping's ``misses`` and ``repeats`` (a cell with repeats ran out of
+its pool: :func:`kgtuner.bench.compare.mark_exhausted`), the answer's drawn train seed (``answer_seed``) and its
+configuration's recorded seeds (``answer_seeds``, ``"0,1,2"``); :func:`results_frame` adds ``searcher_share``,
+the searcher's own computing seconds over the simulated budget.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ from kgtuner.bench.pool import ON_MISS
 from kgtuner.errors import ConfigError, KGTunerError
 
 ALGORITHMS = ("kgtuner", "kgtuner_asha", "rf_bore", "tpe", "random")
+#: ``name[space=...]``: the spaces a one-stage search can be replayed over besides its own (the table's pool of it).
+SPACES = ("decoupled",)
 #: The searches whose trials a table of 20%-subgraph and full-graph runs cannot replay, and why.
 LEFT_OUT = {"grash": "its rounds train on subgraphs of other sizes for shares of the epochs; the table holds "
                      "20%-subgraph and full-graph runs only"}
@@ -65,9 +75,24 @@ def parse_algorithm(spec: str) -> tuple[str, list[str], str | None]:
             if value not in ON_MISS:
                 raise ConfigError(f"algorithm {spec!r}: on_miss={value!r}; choose among {', '.join(ON_MISS)}")
             on_miss = value
+        elif key == "space":  # kept among the settings (its label), taken out by algorithm_pool/strategy_for
+            if m.group(1).startswith("kgtuner") or value not in SPACES:
+                raise ConfigError(f"algorithm {spec!r}: space={value!r}; a one-stage search (random, tpe, rf_bore) "
+                                  f"can be replayed over space={' or '.join(SPACES)} (KGTuner's own, on the table's "
+                                  "decoupled pool)")
+            overrides.append(f"search.space={value}")
         else:
             overrides.append(f"search.{key}={value}")
     return m.group(1), overrides, on_miss
+
+
+def algorithm_pool(spec: str) -> str:
+    """The table's pool ``spec`` replays on when it is a one-stage search: ``decoupled`` for ``name[space=decoupled]``,
+    else ``full`` (a two-stage search's pools are its stages')."""
+    for o in parse_algorithm(spec)[1]:
+        if o.startswith("search.space="):
+            return o.split("=", 1)[1]
+    return "full"
 
 
 def algorithm_label(spec: str, on_miss: str = "nearest") -> str:
@@ -122,7 +147,10 @@ class BenchmarkSettings:
 #: :func:`kgtuner.bench.compare.variant_verdicts` on codex-m, confirmed on WN18RR (a variant replaces the default
 #: only where it wins on both). ``rf_bore_now``: one-stage RF+BORE under the same change of its warm-up (the forest
 #: from the third trial), the rival KGTuner's cells are judged against with random search and TPE of ``main``
-#: (whose code the change left as it was).
+#: (whose code the change left as it was). ``fair`` (issue 38, on the priced tables): ``main``'s algorithms, the miss
+#: bracket at every budget (``kgtuner[on_miss=lose]``, ``kgtuner_asha[on_miss=lose]``), and the one-stage arms over
+#: KGTuner's own space on the decoupled pool (``random[space=decoupled]``, ``rf_bore[space=decoupled]``), which
+#: separate what the subgraph stage buys from what the narrower space buys.
 STUDIES = {
     "main": BenchmarkSettings(),
     "miss_bracket": BenchmarkSettings(algorithms=("kgtuner[on_miss=lose]", "kgtuner_asha[on_miss=lose]"),
@@ -135,11 +163,16 @@ STUDIES = {
         algorithms=("kgtuner", "kgtuner[stage2_searcher.cover=false]", "kgtuner[stage2_start=ordered]",
                     "kgtuner[stage2_searcher.cover_sizes=cheapest]")),
     "rf_bore_now": BenchmarkSettings(algorithms=("rf_bore",)),
+    "fair": BenchmarkSettings(algorithms=ALGORITHMS + ("kgtuner[on_miss=lose]", "kgtuner_asha[on_miss=lose]",
+                                                       "random[space=decoupled]", "rf_bore[space=decoupled]"),
+                              workers=(1, 8), budgets=(10.0, 30.0, 100.0), seeds=30),
 }
 
 
 def mean_trial_seconds(table) -> float:
-    """The mean measured seconds of the table's full-graph (``full`` pool) runs: the budgets' unit."""
+    """The mean cost of the table's full-graph (``full`` pool) main runs: the budgets' unit. On a priced table
+    (``table.priced``) their priced cost, so the unit does not move with the recording machine's speed; on an
+    older one their measured seconds."""
     secs = [r.total_s for r in table.runs["full"].values()]
     if not secs:
         raise ConfigError(f"{table.source or table.graph}: the table has no full-graph runs to size budgets by")
@@ -182,13 +215,23 @@ def strategy_for(algorithm: str, table, budget_s: float, seed: int):
     from kgtuner.paths import CONF_DIR
     from kgtuner.tune.settings import ExperimentSettings
 
+    from kgtuner.bench.replay import check_pool
+
     name, search_overrides, _ = parse_algorithm(algorithm)
     staged = name.startswith("kgtuner")
+    pool = algorithm_pool(algorithm)
+    if not staged:
+        try:
+            check_pool(table, pool)  # a decoupled arm needs the table's decoupled pool
+        except ConfigError as exc:
+            raise ConfigError(f"algorithm {algorithm!r}: {exc}") from None
+    search_overrides = [o for o in search_overrides if not o.startswith("search.space=")]
     ctl = table_controls(table)
     s1 = ctl.get("stage1", {})
-    s2 = ctl.get("expand") if staged else ctl.get("full")
+    s2 = ctl.get("expand") if staged else ctl.get(pool)
     s2 = s2 or ctl.get("full") or ctl.get("expand") or {}
-    space = table.space_names["stage1" if staged else "full"]  # the space its pool is of
+    # the space its pool is of (the decoupled arm: the stage-1 space, searched at the expansion's sizes by the replay)
+    space = table.space_names["stage1" if staged or pool == "decoupled" else "full"]
     overrides = [f"search={name}", f"model={table.model}", f"space={space}", f"budget.seconds={budget_s!r}",
                  "budget.trials=null", f"seed={int(seed)}", "cluster.num_cpus=1"]
     for stage, c in (("stage1", s1), ("stage2", s2)):
@@ -211,8 +254,9 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
     strategy = strategy_for(algorithm, table, budget_s, seed)
     label = algorithm_label(algorithm, on_miss)
     on_miss = parse_algorithm(algorithm)[2] or on_miss
+    pool = "full" if strategy.two_stage else algorithm_pool(algorithm)
     t0 = time.perf_counter()
-    res = replay(strategy, table, workers=int(workers), on_miss=on_miss)
+    res = replay(strategy, table, workers=int(workers), on_miss=on_miss, pool=pool)
     wall = time.perf_counter() - t0
     ans = res.answer or {}
     if ans and int(ans.get("stage") or 0) != int(strategy.answer_stage()):
@@ -224,6 +268,7 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
             "budget_trials": float(budget_trials),
             "budget_s": budget_s, "seed": int(seed), "valid_mrr": ans.get("valid_mrr"), "test_mrr": ans.get("test_mrr"),
             "answer_stage": ans.get("stage"), "answer_run": ans.get("run_id"),
+            "answer_seed": ans.get("run_seed"), "answer_seeds": ans.get("run_seeds"),
             "answer_test_is_valid_proxy": bool(ans.get("test_is_valid_proxy", False)), "trials": len(rows),
             "trials_stage2": sum(1 for r in rows if int(r["stage"]) == 2),
             "stopped": sum(1 for r in rows if r["status"] == "stopped" and r.get("rung") is not None),
@@ -428,7 +473,9 @@ def _run_in_worker(a, w, b, s, on_miss):
 
 def results_frame(rows: Iterable[Mapping]):
     """The rows as a DataFrame (the columns of ``results.parquet``), one per search: a cell replayed by two grids
-    (``kgtuner`` at 8 workers is in ``main`` and ``defaults``; a replay is deterministic) is kept once."""
+    (``kgtuner`` at 8 workers is in ``main`` and ``defaults``; a replay is deterministic) is kept once. Adds
+    ``searcher_share``: the searcher's own computing seconds over the simulated budget (``searcher_s / budget_s``;
+    derived here, not journaled, since it is a timing and two replays of one search differ in it)."""
     import pandas as pd
 
     keys = ["graph", "workers", "budget_trials", "algorithm", "seed"]
@@ -440,4 +487,7 @@ def results_frame(rows: Iterable[Mapping]):
             first = differ[differ].index[0]
             raise ConfigError(f"two replays of {dict(zip(keys, first))} disagree (another table, or another "
                               "mapping?): compare results of one table, one folder per grid")
-    return df.drop_duplicates(keys).sort_values(keys, ignore_index=True)
+    df = df.drop_duplicates(keys).sort_values(keys, ignore_index=True)
+    if {"searcher_s", "budget_s"} <= set(df.columns):
+        df["searcher_share"] = df["searcher_s"].astype(float) / df["budget_s"].astype(float)
+    return df

@@ -10,7 +10,10 @@ From ``results.parquet`` (:func:`kgtuner.bench.benchmark.results_frame`), per (g
   (``never`` counted as infinity: the median is then ``never`` when half or more never reach it);
 - the regret: the table's best full-graph test MRR minus the answer's;
 - the searcher's own computing time, which the replay does not charge to the simulated clock, as a share of
-  the budget (``searcher_share``).
+  the budget (``searcher_share``);
+- whether the cell is *exhausted* (:func:`mark_exhausted`; :func:`exhausted_cells` lists them): a search of it ran
+  out of its pool (``repeats``), so its figures measure the table's size, not the search; a page leaves such a cell
+  out of its comparisons and says so.
 
 And the paper's Figure 6 claim on the pool: the Spearman rank correlation between a configuration's subgraph
 validation MRR and its full-graph validation MRR (each expanded size separately).
@@ -123,6 +126,38 @@ def common_seeds(cell):
     return cell if seeds is None else cell[cell["seed"].isin(seeds)]
 
 
+#: A cell of the results: one algorithm's searches at one graph, worker count and budget (its seeds).
+CELL_KEYS = ["graph", "algorithm", "workers", "budget_trials"]
+
+
+def mark_exhausted(df):
+    """``df`` (results rows) with ``exhausted``: whether the row's cell (:data:`CELL_KEYS`) has a search with
+    ``repeats > 0`` -- a suggestion mapped to a recorded run that search already had, its pool (at those sizes)
+    used up: the table is too small for that budget, so the cell says more of the table than of the search."""
+    out = df.copy()
+    if not len(out) or "repeats" not in out.columns:
+        out["exhausted"] = False
+        return out
+    repeated = out["repeats"].astype(float).fillna(0.0) > 0
+    out["exhausted"] = repeated.groupby([out[k] for k in CELL_KEYS]).transform("any").astype(bool)
+    return out
+
+
+def exhausted_cells(df):
+    """The exhausted cells of ``df`` (:func:`mark_exhausted`), one row each: :data:`CELL_KEYS`, ``searches``,
+    ``exhausted_searches`` (those with repeats) and ``max_repeats``; empty when none is."""
+    import pandas as pd
+
+    cols = [*CELL_KEYS, "searches", "exhausted_searches", "max_repeats"]
+    marked = mark_exhausted(df)
+    if not len(marked) or not marked["exhausted"].any():
+        return pd.DataFrame(columns=cols)
+    marked = marked[marked["exhausted"]].assign(repeated=lambda f: f["repeats"].astype(float).fillna(0.0) > 0)
+    out = marked.groupby(CELL_KEYS, sort=True).agg(searches=("seed", "size"), exhausted_searches=("repeated", "sum"),
+                                                   max_repeats=("repeats", "max")).reset_index()
+    return out[cols]
+
+
 def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE):
     """One row per (graph, workers, budget_trials, algorithm) with the figures of the module docstring, over the
     seeds every ranked algorithm of the cell has (:func:`common_seeds`)."""
@@ -130,7 +165,7 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
     from scipy.stats import rankdata
 
     out = []
-    df = score_answers(df)
+    df = mark_exhausted(score_answers(df))
     for (graph, workers, budget), cell in df.groupby(["graph", "workers", "budget_trials"], sort=True):
         cell = common_seeds(cell)
         wide_test = cell.pivot_table(index="seed", columns="algorithm", values="test_mrr", aggfunc="first")
@@ -158,7 +193,8 @@ def summarize(df, *, table_best: float | None = None, reference: str = REFERENCE
                                    "repeats": float(g["repeats"].mean()) if "repeats" in g else 0.0,
                                    "distance": float(g["mean_distance"].mean()) if "mean_distance" in g else math.nan,
                                    "searcher_s": float(g["searcher_s"].mean()),
-                                   "searcher_share": float((g["searcher_s"] / g["budget_s"]).mean())}
+                                   "searcher_share": float((g["searcher_s"] / g["budget_s"]).mean()),
+                                   "exhausted": bool(g["exhausted"].any())}
             if reference in wide_test.columns and algorithm != reference:
                 d = (wide_test[algorithm] - wide_test[reference]).to_numpy(dtype=float)
                 mean, lo, hi = mean_ci(d)

@@ -7,18 +7,33 @@ RF+BORE, TPE, random) -- through their Ray Tune APIs (``suggest``, ``on_trial_re
 :class:`~kgtuner.tune.events.Driver` protocol, with ``workers`` simulated workers and a discrete-event clock.
 No strategy is implemented a second time here.
 
-- **A trial costs its recorded seconds** (training and validation, measured when the table was recorded): the
-  clock moves from one recorded validation to the next. The searchers' own computing time is *not* charged
-  to the simulated clock; :class:`ReplayResult` reports it (``searcher_s``) beside the results.
+- **A trial costs its recorded run**: the clock moves from one recorded validation to the next. On a *priced*
+  table (issue 38's ``cost="calibrated"`` recordings: its curves carry ``cost``) that is the run's priced cost
+  (steps and validations at its shape's calibrated prices, :mod:`kgtuner.bench.cost`), so a replay does not depend
+  on how fast the machine ran while it recorded; on an older table, the seconds measured when it was recorded
+  (training and validation; :mod:`kgtuner.bench.replay_table`). The searchers' own computing time is *not*
+  charged to the simulated clock; :class:`ReplayResult` reports it (``searcher_s``) beside the results.
+- **Training noise** (priced tables only): where the table recorded a configuration with several train seeds
+  (the main run, seed 0, and its noise runs, seeds 1..), each trial of it trains one of them drawn uniformly,
+  with ``numpy.random.default_rng((the search's seed, the trial's index))`` -- a replay stays exactly
+  reproducible -- and reports that run's curve and test MRR (rows: ``run_seed``, and ``run_seeds``, the
+  configuration's recorded seeds). An older table's trials always train seed 0, so its replays (and the
+  results committed from them) stay what they were.
 - **Suggestions are restricted to the table's pool, by one rule for every searcher:** a suggestion is
   replaced by the nearest configuration of its pool (standardised features of the pool's space, Euclidean)
   that this search has not evaluated yet at that fidelity (so no searcher is charged twice for one recorded
   run, and no searcher is given a configuration it did not ask for more often than another); once a search
   has used every run of a pool, the nearest of all (``repeats`` counts these: a budget the pool is too small
-  for). KGTuner's
+  for). A one-stage search replays on the ``full`` pool (its own space), or with ``pool="decoupled"`` on the
+  ``decoupled`` pool, searching KGTuner's stage-1 space with ``batch_size``/``dim`` chosen among the expansion's
+  sizes (``random[space=decoupled]``: what the subgraph stage buys, apart from what the narrower space buys).
+  KGTuner's
   stage-2 candidates are its own stage-1 suggestions expanded: a candidate maps to the expansion of the
   pool configuration its stage-1 suggestion mapped to; a missing expansion (outside the recorded top of the
-  pool) is a *miss*, counted in the result. ``on_miss`` says what it runs: ``nearest`` (the default) the
+  pool) is a *miss*, counted in the result; on a priced table so is a suggestion stage 2 explores once its
+  candidates ran out (``stage2_searcher.exhausted: explore``; the table holds no run of it: the nearest expansion
+  at its sizes stands in), which an older table's replays map to that expansion uncounted, as they always did.
+  ``on_miss`` says what it runs: ``nearest`` (the default) the
   nearest recorded expansion at those sizes -- a stand-in from the top of the pool, so it leans in KGTuner's
   favour; ``lose`` that stand-in's seconds with no result (a failed trial, which ASHA cannot stop early; the
   stand-in stays free for its own candidate) -- leaning against it. A search with no misses replays identically
@@ -37,218 +52,24 @@ No strategy is implemented a second time here.
 from __future__ import annotations
 
 import heapq
-import json
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from kgtuner.bench.pool import ON_MISS
+from kgtuner.bench.replay_table import (CURVE_NEEDS, RUN_NEEDS, SIZE_KEYS, RecordedRun,  # noqa: F401 (re-exported)
+                                        ReplayTable, hp_key)
 from kgtuner.errors import ConfigError
-from kgtuner.search.rf_bore import FIDELITY_KEYS
+from kgtuner.search.rf_bore import FIDELITY_KEYS  # noqa: F401 (the searchers' fidelities: a replay loads them)
 from kgtuner.tune import events
 from kgtuner.tune.report import META_KEYS, TrialReport
 
-#: The hyper-parameters that are fidelities (sizes), not searched values: RF+BORE's.
-SIZE_KEYS = FIDELITY_KEYS
-
-
-# ----------------------------------------------------------------------------------------- the table
-#: The columns a replay reads of ``runs.parquet`` and ``curves.parquet``.
-RUN_NEEDS = ("run_id", "pool", "config_index", "batch_size", "dim", "config_json", "status", "seconds_total")
-CURVE_NEEDS = ("run_id", "step", "seconds", "valid_mrr")
-
-
-@dataclass
-class RecordedRun:
-    """One recorded training: its validation curve and what it cost."""
-
-    run_id: str
-    config: dict
-    ok: bool
-    step: np.ndarray       # training step of each validation
-    seconds: np.ndarray    # cumulative measured seconds (training + validation) at each validation
-    valid: np.ndarray      # validation MRR at each validation
-    total_s: float         # the whole run's measured seconds (setup and test included)
-    test: dict = field(default_factory=dict)  # test metrics at the best validation
-    error: str | None = None
-
-    def best_until(self, k: int) -> float | None:
-        """The best validation MRR among the first ``k + 1`` validations (None when there is none)."""
-        if k < 0 or len(self.valid) == 0:
-            return None
-        v = self.valid[: k + 1]
-        v = v[np.isfinite(v)]
-        return float(v.max()) if len(v) else None
-
-
-class ReplayTable:
-    """A recorded table (``kgtuner bench record``'s ``runs.parquet`` + ``curves.parquet``) indexed for replay:
-    per pool, its configurations (seed 0) and runs; ``expand`` runs keyed by (stage-1 index, batch, dim).
-
-    ``graph``: the dataset name (it selects the space's dataset exceptions, e.g. the stage-2 sizes);
-    ``stage1_space`` / ``full_space``: the spaces the pools were drawn from."""
-
-    def __init__(self, runs, curves, *, graph: str, model: str = "complex", stage1_space: str = "decoupled",
-                 full_space: str = "full", source: str = "", valid_every: Mapping[str, int] | None = None):
-        from kgtuner.search import load_space
-
-        self.graph, self.model, self.source = str(graph), str(model), source
-        self.space_names = {"stage1": str(stage1_space), "full": str(full_space)}  # what the searchers search
-        self.valid_every = dict(valid_every or {})  # pool -> steps between validations, as recorded
-        self.spaces = {"stage1": load_space(stage1_space, model=model, dataset=graph),
-                       "full": load_space(full_space, model=model, dataset=graph)}
-        self.spaces["expand"] = self.spaces["stage1"]
-        by_run: dict[str, list] = {}
-        for row in curves.sort_values(["run_id", "step"]).itertuples(index=False):
-            by_run.setdefault(row.run_id, []).append(row)
-        self.runs: dict[str, dict[Any, RecordedRun]] = {"stage1": {}, "full": {}, "expand": {}}
-        for r in runs.itertuples(index=False):
-            if int(getattr(r, "seed", 0) or 0) != 0 or r.pool not in self.runs:
-                continue
-            pts = by_run.get(r.run_id, [])
-            config = json.loads(r.config_json)
-            run = RecordedRun(
-                run_id=r.run_id, config=config, ok=str(r.status) == "ok",
-                step=np.array([int(p.step) for p in pts], dtype=np.int64),
-                seconds=np.array([float(p.seconds) for p in pts], dtype=np.float64),
-                valid=np.array([np.nan if p.valid_mrr is None else float(p.valid_mrr) for p in pts]),
-                total_s=float(r.seconds_total) if _num(r.seconds_total) is not None else
-                float(pts[-1].seconds if pts else 0.0),
-                test={"mrr": _num(getattr(r, "test_mrr", None))}, error=getattr(r, "error", None))
-            key = (int(r.config_index), int(r.batch_size), int(r.dim)) if r.pool == "expand" else int(r.config_index)
-            self.runs[r.pool][key] = run
-        self._features: dict[str, tuple[list, np.ndarray]] = {}
-
-    @classmethod
-    def load(cls, folder: str | Path) -> "ReplayTable":
-        """The table of ``folder`` (``runs.parquet``, ``curves.parquet`` and ``card.json`` or the journal header)."""
-        from kgtuner.bench.table import read_frame
-
-        folder = Path(folder)
-        for name in ("runs.parquet", "curves.parquet"):
-            if not (folder / name).is_file():
-                raise ConfigError(f"{folder / name} is missing: not a recorded table (see `kgtuner bench record`)")
-        runs = read_frame(folder / "runs.parquet", need=RUN_NEEDS)
-        curves = read_frame(folder / "curves.parquet", need=CURVE_NEEDS)
-        header = _table_settings(folder, runs)
-        return cls(runs, curves, graph=header["graph"], model=header.get("model", "complex"),
-                   stage1_space=header.get("stage1_space", "decoupled"), full_space=header.get("full_space", "full"),
-                   source=str(folder), valid_every=header.get("valid_every"))
-
-    @classmethod
-    def from_trials(cls, run_dir: str | Path, *, graph: str, model: str = "complex",
-                    stage1_space: str = "decoupled", full_space: str = "full") -> "ReplayTable":
-        """A table of the trials an earlier search ran (its ``trials.parquet``): each trial one run with one
-        validation (its final value at its measured seconds). Stage-1 trials of a two-stage search form the
-        ``stage1`` pool, its stage-2 trials the ``expand`` runs of the stage-1 configuration with the same
-        hyper-parameters (a configuration explored in stage 2 gets an index of its own), one-stage trials the
-        ``full`` pool. Replaying that search on it must suggest what it suggested."""
-        import pandas as pd
-
-        trials = pd.read_parquet(Path(run_dir) / "trials.parquet").sort_values("trial_index")
-        two_stage = set(trials["stage"]) != {1} or str(trials["graph"].iloc[0]) != graph
-        runs, curves, index_of = [], [], {}
-        for r in trials.itertuples(index=False):
-            cfg = json.loads(r.config_json)
-            stage = int(r.stage)
-            pool = ("stage1" if stage == 1 else "expand") if two_stage else "full"
-            key = _hp_key(cfg)
-            if pool == "stage1":
-                index = index_of.setdefault(key, len(index_of))
-            elif pool == "expand":
-                index = index_of.setdefault(key, 100_000 + len(index_of))
-            else:
-                index = int(r.trial_index)
-            seconds = float(r.end_s) - float(r.start_s)
-            run_id = f"{pool}-{index:06d}-b{int(cfg['batch_size'])}-d{int(cfg['dim'])}-s0"
-            runs.append({"run_id": run_id, "pool": pool, "config_index": index, "seed": 0,
-                         "batch_size": int(cfg["batch_size"]), "dim": int(cfg["dim"]), "config_json": json.dumps(cfg),
-                         "status": "ok" if r.status in ("ok", "stopped") else "failed", "seconds_total": seconds,
-                         "test_mrr": getattr(r, "test_mrr", None), "error": getattr(r, "error", None)})
-            if r.valid_mrr is not None and r.valid_mrr == r.valid_mrr:
-                curves.append({"run_id": run_id, "step": int(r.steps or 0), "seconds": seconds,
-                               "valid_mrr": float(r.valid_mrr)})
-        curves_df = pd.DataFrame(curves, columns=["run_id", "step", "seconds", "valid_mrr"])
-        return cls(pd.DataFrame(runs), curves_df, graph=graph, model=model, stage1_space=stage1_space,
-                   full_space=full_space, source=str(run_dir))
-
-    # -- the pools --------------------------------------------------------------------------------
-    def keys(self, pool: str, sizes: tuple[int, int] | None = None) -> list:
-        keys = list(self.runs[pool])
-        if pool == "expand" and sizes is not None:
-            keys = [k for k in keys if (k[1], k[2]) == tuple(sizes)]
-        return keys
-
-    def _matrix(self, pool: str) -> tuple[list, np.ndarray]:
-        if pool not in self._features:
-            keys = list(self.runs[pool])
-            cfgs = [{k: v for k, v in self.runs[pool][key].config.items() if k not in SIZE_KEYS or pool == "full"}
-                    for key in keys]
-            X = self._encode(pool, cfgs)
-            self._features[pool] = (keys, X)
-        return self._features[pool]
-
-    def _encode(self, pool: str, cfgs: Sequence[Mapping]) -> np.ndarray:
-        space = self.spaces[pool]
-        if pool != "full":  # the sizes are the fidelity, not a searched value: the stage-1 sizes stand in
-            fixed = {k: space[k].values[0] for k in SIZE_KEYS if k in space.names}
-            cfgs = [{**c, **fixed} for c in cfgs]
-        return space.encode(list(cfgs))
-
-    def nearest(self, pool: str, config: Mapping, taken: set, sizes: tuple[int, int] | None = None):
-        """The key of the run of ``pool`` nearest to ``config`` (standardised features) that is not in ``taken``
-        (all taken: the nearest of all), restricted to ``sizes`` for ``expand``; and its distance."""
-        keys, X = self._matrix(pool)
-        mask = np.ones(len(keys), dtype=bool)
-        if pool == "expand" and sizes is not None:
-            mask &= np.array([(k[1], k[2]) == tuple(sizes) for k in keys])
-        if not mask.any():
-            raise ConfigError(f"{self.source or self.graph}: the table has no {pool} run at sizes {sizes}")
-        free = mask & np.array([k not in taken for k in keys])
-        use = free if free.any() else mask
-        std = X[mask].std(axis=0)
-        std = np.where(std > 0, std, 1.0)
-        hp = {k: v for k, v in config.items() if k not in META_KEYS and (k not in SIZE_KEYS or pool == "full")}
-        x = self._encode(pool, [hp])[0]
-        d = np.sqrt((((X - x) / std) ** 2).sum(axis=1))
-        d[~use] = np.inf
-        i = int(np.argmin(d))
-        return keys[i], float(d[i])
-
-
-def _num(value) -> float | None:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def _table_settings(folder: Path, runs) -> dict:
-    """graph/model/spaces of a recorded table: from its card.json or journal header, else from its rows."""
-    from kgtuner.bench.table import read_card
-
-    for name in ("card.json", "settings.json"):
-        path = folder / name
-        if path.is_file():
-            data = read_card(path)
-            settings = data.get("settings", data)
-            graph = data.get("graph") or settings.get("graph") or Path(str(settings.get("dataset", ""))).name
-            return {"graph": graph, "model": settings.get("model", "complex"),
-                    "stage1_space": settings.get("stage1_space", "decoupled"),
-                    "full_space": settings.get("full_space", "full"),
-                    "valid_every": {pool: int(settings[f"{pool}_valid_every"]) for pool in ("stage1", "expand", "full")
-                                    if settings.get(f"{pool}_valid_every")}}
-    if not {"dataset", "model"} <= set(runs.columns) or not len(runs):
-        raise ConfigError(f"{folder} has no card.json and its runs.parquet does not name the graph (columns dataset, "
-                          "model): write the table again with `kgtuner bench report`")
-    return {"graph": str(runs["dataset"].iloc[0]), "model": str(runs["model"].iloc[0])}
-
+#: A distance below which a suggestion is the recorded run itself (a table of an earlier search's own trials).
+EXACT = 1e-9
 
 # ----------------------------------------------------------------------------------------- the driver
 class ReplayDriver:
@@ -319,26 +140,33 @@ class ReplayResult:
 # ----------------------------------------------------------------------------------------- the replay
 
 
-def _pool_of(strategy, stage: int) -> str:
+def _pool_of(strategy, stage: int, one_stage_pool: str = "full") -> str:
     if strategy.two_stage:
         return "stage1" if stage == 1 else "expand"
-    return "full"
+    return one_stage_pool
+
+
+#: The pools a one-stage search can replay on: the full space's, and KGTuner's own space's (``decoupled``).
+ONE_STAGE_POOLS = ("full", "decoupled")
 
 
 def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | None = None,
-           on_miss: str = "nearest") -> ReplayResult:
+           on_miss: str = "nearest", pool: str = "full") -> ReplayResult:
     """Run ``strategy`` (a :class:`~kgtuner.tune.strategies.base.Strategy` whose settings carry the budget and
     the seed) on ``table`` with ``workers`` simulated workers; see the module docstring.
 
-    ``on_miss`` (a stage-2 candidate whose expansion the table lacks, counted in ``misses``): ``nearest`` runs
-    the nearest recorded expansion at its sizes; ``lose`` spends that run's seconds and fails with no result;
-    ``fail`` raises a ConfigError naming it."""
+    ``on_miss`` (a stage-2 suggestion the table has no run of, counted in ``misses``: a candidate whose expansion
+    it lacks, or one explored beyond the candidates): ``nearest`` runs the nearest recorded expansion at its
+    sizes; ``lose`` spends that run's seconds and fails with no result; ``fail`` raises a ConfigError naming it.
+    ``pool``: the pool of a one-stage search, ``full`` (its own space) or ``decoupled`` (KGTuner's space at the
+    expansion's sizes, which it then searches: the table's ``spaces["decoupled"]``)."""
     if on_miss not in ON_MISS:
         raise ConfigError(f"on_miss={on_miss!r}: choose among {', '.join(ON_MISS)}")
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
+    check_pool(table, pool, two_stage=bool(strategy.two_stage))
     _attach_table_graphs(strategy, table)
-    space = strategy.space(table.graph)
+    space = table.spaces["decoupled"] if pool == "decoupled" else strategy.space(table.graph)
     searcher = strategy.searcher(space, workers)
     scheduler = strategy.scheduler()
     stage_end = {k: spec.end_s for k, spec in strategy.stages().items()}
@@ -347,7 +175,9 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
     heap: list = []   # (time, seq, kind, trial_id, k)
     seq = 0
     running: dict[str, _Trial] = {}
-    taken: dict[str, set] = {"stage1": set(), "full": set(), "expand": set()}
+    taken: dict[str, set] = {p: set() for p in table.runs}
+    search_seed = int(getattr(strategy.settings, "seed", 0) or 0)
+    one_pool = pool  # a one-stage search's pool
     stage1_key_of: dict[str, Any] = {}  # the pool index a stage-1 suggestion's hyper-parameters mapped to
     rows, suggestions, distances = [], [], []
     misses = 0
@@ -364,20 +194,26 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
     def start(tid: str, cfg: dict) -> None:
         nonlocal misses
         stage = int(cfg.get("stage", 1))
-        pool = _pool_of(strategy, stage)
+        pool = _pool_of(strategy, stage, one_pool)
         hp = {k: v for k, v in cfg.items() if k not in META_KEYS}
         sizes = (int(hp["batch_size"]), int(hp["dim"])) if pool == "expand" else None
         key, lost = None, False
         if pool == "expand":
-            src = stage1_key_of.get(_hp_key(hp))
+            src = stage1_key_of.get(hp_key(hp))
             if src is not None and (src, *sizes) in table.runs["expand"] and (src, *sizes) not in taken["expand"]:
                 key, dist = (src, *sizes), 0.0
-            elif src is not None:
-                if on_miss == "fail":
-                    raise ConfigError(f"{table.source or table.graph}: stage-2 candidate of stage-1 configuration "
-                                      f"{src} at sizes {sizes} is not recorded (expansions cover the top of the pool)")
-                misses += 1
-                lost = on_miss == "lose"
+            else:
+                key, dist = table.nearest(pool, hp, taken[pool], sizes)
+                # a miss: a top-k candidate whose expansion the table lacks, or (priced tables) a suggestion stage 2
+                # explored beyond its candidates (none of the table's expansions, unless the table holds that very run)
+                if src is not None or (table.priced and dist > EXACT):
+                    if on_miss == "fail":
+                        what = (f"stage-2 candidate of stage-1 configuration {src}" if src is not None else
+                                "stage-2 suggestion explored beyond the candidates")
+                        raise ConfigError(f"{table.source or table.graph}: {what} at sizes {sizes} is not recorded "
+                                          "(expansions cover the top of the stage-1 pool)")
+                    misses += 1
+                    lost = on_miss == "lose"
         if key is None:
             key, dist = table.nearest(pool, hp, taken[pool], sizes)
         if not lost:  # a lost miss only borrows the stand-in's seconds: the run stays free for its own candidate
@@ -386,8 +222,9 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
             taken[pool].add(key)
             distances.append(dist)
         if pool == "stage1":
-            stage1_key_of.setdefault(_hp_key(hp), key)
-        run = table.runs[pool][key]
+            stage1_key_of.setdefault(hp_key(hp), key)
+        # a priced table's training noise: one of the configuration's recorded seeds, drawn by (seed, trial index)
+        run = table.draw(pool, key, (search_seed, int(cfg.get("trial_index", n))))
         end_s = stage_end.get(stage, math.inf)
         t0 = driver.now
         npts = len(run.step)
@@ -400,7 +237,8 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
         running[tid] = trial
         suggestions.append({"trial_id": tid, "trial_index": cfg.get("trial_index"), "stage": stage, "pool": pool,
                             "key": None if lost else str(key), "run_id": None if lost else run.run_id,
-                            "distance": math.nan if lost else dist, "config": hp})
+                            "run_seed": None if lost else run.seed, "distance": math.nan if lost else dist,
+                            "config": hp})
         if scheduler is not None:
             scheduler.on_trial_add(None, trial.trial)
         for k in range(trial.stop_k + 1):  # none for a lost miss (stop_k -1)
@@ -491,6 +329,8 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
             rep = TrialReport.from_dict(result)
             rows.append({"trial_id": tid, "trial_index": trial.config.get("trial_index"), "stage": trial.stage,
                          "pool": trial.pool, "run_id": None if trial.lost else trial.run.run_id,
+                         "run_seed": None if trial.lost else trial.run.seed,  # the seed drawn, and those recorded
+                         "run_seeds": None if trial.lost else _seeds_text(table.recorded_seeds(trial.pool, trial.key)),
                          "start_s": trial.start, "end_s": driver.now,
                          "valid_mrr": rep.valid_mrr, "test_mrr": rep.test.get("mrr"), "status": rep.status,
                          "rung": trial.stopped_rung, "cut_at_stage_end": trial.deadline_cut,
@@ -524,8 +364,25 @@ def _test_at(run: RecordedRun, k: int, best: float) -> dict:
     return {k2: v for k2, v in run.test.items() if v is not None}
 
 
-def _hp_key(hp: Mapping) -> str:
-    return json.dumps({k: v for k, v in sorted(hp.items()) if k not in SIZE_KEYS}, sort_keys=True, default=str)
+_hp_key = hp_key  # its earlier name
+
+
+def _seeds_text(seeds: Sequence[int]) -> str:
+    """``"0,1,2"``: a configuration's recorded train seeds, as the results store them."""
+    return ",".join(str(int(s)) for s in sorted(seeds))
+
+
+def check_pool(table: ReplayTable, pool: str, *, two_stage: bool = False) -> None:
+    """ConfigError (naming the table) unless a one-stage search can replay on ``pool`` of ``table``."""
+    if pool not in ONE_STAGE_POOLS:
+        raise ConfigError(f"pool={pool!r}: a one-stage search replays on {' or '.join(ONE_STAGE_POOLS)}")
+    if pool != "full" and two_stage:
+        raise ConfigError(f"pool={pool!r} is for one-stage searches; a two-stage search replays on its stage-1 and "
+                          "expand pools")
+    if pool == "decoupled" and (not table.has("decoupled") or "decoupled" not in table.spaces):
+        raise ConfigError(f"{table.source or table.graph}: the table has no decoupled pool (KGTuner's space at "
+                          "stage-2 sizes, recorded since issue 38 with --decoupled-configs): a one-stage search over "
+                          "KGTuner's space (space=decoupled) cannot be replayed on it")
 
 
 def _drop_future(heap: list, tid: str, keep_complete_at: float) -> None:

@@ -1,0 +1,289 @@
+"""Issue 38's replay side: the priced clock, the one-stage arms over KGTuner's own space (the decoupled pool), training
+noise drawn among a configuration's recorded seeds, explored stage-2 suggestions as misses, exhausted cells, the
+searcher's share of the budget, and the ``fair`` study."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from kgtuner.bench.benchmark import (ALGORITHMS, STUDIES, algorithm_label, algorithm_pool, budget_seconds,
+                                     mean_trial_seconds, parse_algorithm, results_frame, run_cell, strategy_for)
+from kgtuner.bench.compare import exhausted_cells, mark_exhausted, summarize
+from kgtuner.bench.pool import draw_configs
+from kgtuner.bench.replay import ReplayTable, hp_key, replay
+from kgtuner.errors import ConfigError
+from kgtuner.paths import CONF_DIR
+from kgtuner.search import load_space
+from kgtuner.tune.settings import ExperimentSettings
+
+SIZES = [(256, 200), (256, 400), (512, 200), (512, 400)]  # the demo's stage-2 expansion
+#: smaller forests than the defaults (what these tests check does not depend on the forest's size; CI is 2 cores)
+FOREST = "searcher.n_trees=30,searcher.n_candidates=2000"
+KGTUNER = f"kgtuner[{FOREST},stage2_searcher.n_trees=30]"
+SMALL = {"kgtuner": ["search.searcher.n_trees=30", "search.searcher.n_candidates=2000",
+                     "search.stage2_searcher.n_trees=30"]}
+
+
+def _strategy(*overrides):
+    search = next((o.split("=", 1)[1] for o in overrides if o.startswith("search=")), None)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["cluster.num_cpus=1", *SMALL.get(search, []), *overrides])
+    return ExperimentSettings.from_config(cfg).make_strategy()
+
+
+def _value(cfg: dict) -> float:
+    """A smooth made-up quality: best at lr = 1e-2, a bonus for loss=CE (the synthetic table's 'truth')."""
+    return 0.5 - 0.1 * abs(math.log10(cfg["lr"]) + 2) + (0.1 if cfg["loss"] == "CE" else 0.0)
+
+
+def _frames(*, n1=40, nfull=30, ndec=30, expand_top=40, points=4, sec=10.0, noisy=lambda pool, i: False,
+            seeds=3, priced=True, scramble=0):
+    """runs/curves frames of a synthetic table on the demo graph. Each validation of a run costs ``sec`` (stage 1),
+    twice that and more with the sizes on the full graph; ``priced``: the curves carry that ``cost`` and the measured
+    seconds are scrambled (each validation 0.3-3x its price, by ``scramble``), else the seconds are the prices.
+    ``noisy(pool, index)``: that configuration has noise runs with train seeds 1..``seeds``-1 (better by 0.02 a
+    seed, so a drawn seed shows in the MRRs)."""
+    s1 = load_space("decoupled", model="complex", dataset="demo")
+    full = load_space("full", model="complex", dataset="demo")
+    rng = np.random.default_rng(scramble)
+    runs, curves = [], []
+
+    def add(pool, index, cfg, per_point):
+        for seed in range(seeds if noisy(pool, index) else 1):
+            rid = f"{pool}-{index:04d}-b{cfg['batch_size']}-d{cfg['dim']}-s{seed}"
+            v = _value(cfg) + 0.02 * seed
+            measured = np.cumsum(per_point * (rng.uniform(0.3, 3.0, points) if priced else np.ones(points)))
+            runs.append({"run_id": rid, "pool": pool, "config_index": index, "seed": seed,
+                         "batch_size": cfg["batch_size"], "dim": cfg["dim"], "config_json": json.dumps(cfg),
+                         "status": "ok", "seconds_total": float(measured[-1]) + 1.0, "test_mrr": v - 0.01,
+                         "error": None, **({"cost": per_point * points} if priced else {})})
+            for k in range(points):
+                curves.append({"run_id": rid, "step": 100 * (k + 1), "seconds": float(measured[k]),
+                               "valid_mrr": v * (k + 1) / points, **({"cost": per_point * (k + 1)} if priced else {})})
+
+    stage1 = draw_configs(s1, n1, 0)
+    for i, c in enumerate(stage1):
+        add("stage1", i, c, sec)
+    for i in sorted(range(n1), key=lambda i: -_value(stage1[i]))[:expand_top]:
+        for b, d in SIZES:
+            add("expand", i, {**stage1[i], "batch_size": b, "dim": d}, sec * 2 * (b * d) / (256 * 200))
+    for i, c in enumerate(draw_configs(full, nfull, 1000)):
+        add("full", i, c, sec * 2)
+    picks = np.random.default_rng(3001).integers(len(SIZES), size=ndec)
+    for i, (c, k) in enumerate(zip(draw_configs(s1, ndec, 3000), picks)):
+        b, d = SIZES[k]
+        add("decoupled", i, {**c, "batch_size": b, "dim": d}, sec * 2 * (b * d) / (256 * 200))
+    return pd.DataFrame(runs), pd.DataFrame(curves)
+
+
+def _table(**kw) -> ReplayTable:
+    runs, curves = _frames(**kw)
+    return ReplayTable(runs, curves, graph="demo", source=f"synthetic-{kw.get('scramble', 0)}")
+
+
+def _same_search(row):
+    return {k: v for k, v in row.items() if k not in ("wall_s", "searcher_s")}
+
+
+# ------------------------------------------------------------------------------------------ the priced clock
+def test_a_priced_table_replays_on_its_priced_cost_whatever_the_measured_seconds():
+    a, b = _table(scramble=1), _table(scramble=2)
+    assert a.priced and b.priced
+    runs = _frames(scramble=1)[0]
+    main_full = runs[(runs.pool == "full") & (runs.seed == 0)]
+    assert mean_trial_seconds(a) == pytest.approx(main_full["cost"].mean()) == mean_trial_seconds(b)
+    assert main_full["cost"].mean() != pytest.approx(main_full["seconds_total"].mean())
+    for algorithm in (KGTUNER, "random"):
+        rows = [_same_search(run_cell(t, algorithm, 2, 3.0, 0)) for t in (a, b)]
+        assert rows[0] == rows[1], algorithm  # the measured seconds (scrambled differently) play no part
+    # a trial costs its run's priced cost: 4 validations of 20 (full pool), none of the measured seconds
+    res = replay(_strategy("search=random", "budget=trials", "budget.trials=6"), a, workers=2)
+    assert [r["end_s"] - r["start_s"] for r in res.rows] == pytest.approx([80.0] * 6)
+    # the instrument: the same two tables without their prices replay on the measured seconds, which differ
+    unpriced = []
+    for scramble in (1, 2):
+        runs, curves = _frames(scramble=scramble)
+        table = ReplayTable(runs.drop(columns="cost"), curves.drop(columns="cost"), graph="demo", source="x")
+        assert not table.priced
+        unpriced.append(_same_search(run_cell(table, "random", 2, 3.0, 0)))
+    assert unpriced[0] != unpriced[1]
+
+
+def test_a_priced_table_folder_is_read_with_its_costs_and_an_epoch_cadence_is_not_taken_for_steps(tmp_path):
+    runs, curves = _frames(scramble=1)
+    runs.to_parquet(tmp_path / "runs.parquet", index=False)
+    curves.to_parquet(tmp_path / "curves.parquet", index=False)
+    (tmp_path / "card.json").write_text(json.dumps({"graph": "demo", "settings": {
+        "model": "complex", "valid_unit": "epochs", "full_valid_every": 1, "expand_valid_every": 1}}))
+    table = ReplayTable.load(tmp_path)
+    assert table.priced and table.valid_every == {}  # an interval in epochs is no interval in steps
+    assert table.runs["full"][0].total_s == pytest.approx(80.0) and table.has("decoupled")
+    # a table whose curves carry costs for some runs only is refused, not replayed on two clocks
+    curves.loc[curves.run_id == curves.run_id.iloc[0], "cost"] = None
+    with pytest.raises(ConfigError, match="without a priced cost"):
+        ReplayTable(runs, curves, graph="demo")
+
+
+# ------------------------------------------------------------------------------------------ training noise
+def test_a_priced_trial_trains_a_seed_drawn_by_the_search_seed_and_its_index():
+    noisy = lambda pool, i: pool == "full" and i % 2 == 0  # noqa: E731
+    table = _table(noisy=noisy, scramble=1)
+
+    def strategy(seed):
+        return _strategy("search=random", "budget=trials", "budget.trials=20", f"seed={seed}")
+
+    res = replay(strategy(0), table, workers=2)
+    again = replay(strategy(0), table, workers=2)
+    assert res.rows == again.rows  # exactly reproducible
+    by_run = {r.run_id: r for runs in table.seeds["full"].values() for r in runs.values()}
+    for row in res.rows:
+        key = int(row["run_id"].split("-")[1])
+        if noisy("full", key):
+            want = sorted(table.seeds["full"][key])[int(np.random.default_rng([0, row["trial_index"]]).integers(3))]
+            assert row["run_seed"] == want and row["run_seeds"] == "0,1,2"
+        else:
+            assert row["run_seed"] == 0 and row["run_seeds"] == "0"
+        run = by_run[row["run_id"]]
+        assert run.seed == row["run_seed"] and row["test_mrr"] == pytest.approx(run.test["mrr"])
+    assert {r["run_seed"] for r in res.rows} >= {0, 1, 2}  # the noise runs are trained, not only the main ones
+    # the results row: the answer's drawn seed, its test MRR that run's, and its configuration's recorded seeds
+    row = run_cell(table, "random", 2, 10.0, 0)
+    assert row["answer_seeds"] in ("0", "0,1,2") and row["answer_seed"] in (0, 1, 2)
+    answer = by_run[row["answer_run"]]
+    assert answer.seed == row["answer_seed"] and row["test_mrr"] == pytest.approx(answer.test["mrr"])
+    seeds = {run_cell(table, "random", 2, 10.0, s)["answer_seeds"] for s in range(4)}
+    assert "0,1,2" in seeds  # the best configurations are the noisy ones here (better by 0.02 a seed)
+    # an unpriced (older) table keeps seed 0, noise runs recorded or not
+    runs, curves = _frames(noisy=noisy, priced=False)
+    old = ReplayTable(runs, curves, graph="demo")
+    assert len(old.seeds["full"][0]) == 3
+    assert {r["run_seed"] for r in replay(strategy(0), old, workers=2).rows} == {0}
+
+
+# ------------------------------------------------------------------------------------------ KGTuner's space
+@pytest.mark.parametrize("algorithm", ["random[space=decoupled]", f"rf_bore[space=decoupled,{FOREST}]",
+                                       "tpe[space=decoupled]"])
+def test_a_one_stage_arm_over_kgtuners_space_trains_only_decoupled_runs(algorithm):
+    table = _table(scramble=1)
+    strategy = strategy_for(algorithm, table, budget_seconds(table, 30.0, 2), 0)
+    res = replay(strategy, table, workers=2, pool=algorithm_pool(algorithm))
+    assert len(res.rows) >= 8 and {r["pool"] for r in res.rows} == {"decoupled"}
+    assert all(r["run_id"].startswith("decoupled-") for r in res.rows)
+    # it searches the stage-1 space's hyper-parameters with batch_size / dim among the expansion's sizes
+    s1 = load_space("decoupled", model="complex", dataset="demo")
+    for s in res.suggestions:
+        assert (s["config"]["batch_size"], s["config"]["dim"]) in SIZES
+        assert s1.contains({**s["config"], "batch_size": 128, "dim": 100})
+    assert len({(s["config"]["batch_size"], s["config"]["dim"]) for s in res.suggestions}) > 1
+    row = run_cell(table, algorithm, 2, 30.0, 0)
+    assert row["algorithm"] == algorithm_label(algorithm) and str(row["answer_run"]).startswith("decoupled-")
+
+
+def test_a_decoupled_arm_is_refused_on_a_table_without_the_pool_and_named_only_for_one_stage_searches():
+    runs, curves = _frames()
+    old = ReplayTable(runs[runs.pool != "decoupled"], curves, graph="demo", source="tables/old-demo")
+    with pytest.raises(ConfigError, match=r"random\[space=decoupled\].*tables/old-demo.*no decoupled pool"):
+        strategy_for("random[space=decoupled]", old, 100.0, 0)
+    with pytest.raises(ConfigError, match="tables/old-demo.*no decoupled pool"):
+        replay(_strategy("search=random", "budget=trials", "budget.trials=2"), old, workers=1, pool="decoupled")
+    label = algorithm_label("rf_bore[space=decoupled, searcher.gamma=0.3]")
+    assert label == "rf_bore[searcher.gamma=0.3,space=decoupled]"
+    assert algorithm_pool("random[space=decoupled]") == "decoupled" and algorithm_pool("random") == "full"
+    assert parse_algorithm("random[space=decoupled]") == ("random", ["search.space=decoupled"], None)
+    for bad in ("kgtuner[space=decoupled]", "random[space=full]", "random[space=shrunk]"):
+        with pytest.raises(ConfigError, match="space="):
+            parse_algorithm(bad)
+
+
+# ------------------------------------------------------------------------------------------ misses, exhaustion
+def test_a_stage2_suggestion_explored_beyond_the_candidates_is_a_miss():
+    """Every stage-1 configuration expanded (no candidate can miss) and top_k=1: stage 2 has 4 candidates, then
+    explores the space; each explored suggestion has no recorded run (a priced table's replay counts it)."""
+    table = _table(expand_top=40, scramble=1)
+    args = ("search=kgtuner", "search.top_k=1", "budget=trials", "budget.trials=20")
+    res = replay(_strategy(*args), table, workers=1)
+    stage1 = {hp_key(s["config"]) for s in res.suggestions if s["stage"] == 1}
+    explored = [s for s in res.suggestions if s["stage"] == 2 and hp_key(s["config"]) not in stage1]
+    assert len(explored) >= 2  # what this test is about
+    assert res.misses == len(explored)
+    lost = replay(_strategy(*args), table, workers=1, on_miss="lose")
+    failed = [r for r in lost.rows if r["stage"] == 2 and r["status"] == "failed"]
+    assert lost.misses > 0 and len(failed) == lost.misses and all(r["run_id"] is None for r in failed)
+    with pytest.raises(ConfigError, match="explored beyond the candidates"):
+        replay(_strategy(*args), table, workers=1, on_miss="fail")
+    # an older (unpriced) table's replays stay what they were: an explored suggestion maps to the nearest expansion,
+    # uncounted
+    runs, curves = _frames(expand_top=40, priced=False)
+    old = ReplayTable(runs, curves, graph="demo")
+    assert replay(_strategy(*args), old, workers=1).misses == 0
+
+
+def test_a_cell_whose_search_used_up_its_pool_is_marked_exhausted():
+    table = _table(nfull=4, scramble=1)  # 4 full-graph runs: a 10-trial search repeats them
+    rows = [run_cell(table, "random", 1, 10.0, s) for s in range(2)] + \
+           [run_cell(table, "random[space=decoupled]", 1, 10.0, s) for s in range(2)]
+    assert all(r["repeats"] > 0 for r in rows[:2]) and all(r["repeats"] == 0 for r in rows[2:])
+    df = results_frame(rows)
+    marked = mark_exhausted(df).set_index(["algorithm", "seed"])["exhausted"]
+    assert marked["random"].all() and not marked["random[space=decoupled]"].any()
+    cells = exhausted_cells(df)
+    assert cells[["algorithm", "workers", "budget_trials", "searches"]].values.tolist() == [["random", 1, 10.0, 2]]
+    # one search with repeats marks its whole cell; cells of other budgets or workers are not touched
+    synth = pd.DataFrame([{"graph": "g", "algorithm": "a", "workers": w, "budget_trials": b, "seed": s,
+                           "repeats": int(w == 1 and b == 10.0 and s == 2)}
+                          for w in (1, 8) for b in (10.0, 30.0) for s in range(3)])
+    flagged = mark_exhausted(synth)
+    assert flagged[flagged.exhausted][["workers", "budget_trials"]].drop_duplicates().values.tolist() == [[1, 10.0]]
+    assert len(flagged[flagged.exhausted]) == 3 and exhausted_cells(synth)["exhausted_searches"].tolist() == [1]
+    assert exhausted_cells(synth.assign(repeats=0)).empty
+    summary = summarize(df).set_index("algorithm")
+    assert summary.loc["random", "exhausted"] and not summary.loc["random[space=decoupled]", "exhausted"]
+
+
+def test_the_results_carry_the_searchers_share_of_the_budget():
+    table = _table(scramble=1)
+    rows = [run_cell(table, "random", 2, 3.0, s) for s in range(2)]
+    df = results_frame(rows)
+    assert np.allclose(df["searcher_share"], df["searcher_s"] / df["budget_s"]) and (df["searcher_share"] > 0).all()
+    assert "searcher_share" not in rows[0]  # a timing: derived for the results, not journaled (a replay repeats)
+
+
+def test_the_fair_study_adds_the_miss_bracket_and_the_decoupled_arms_to_main():
+    fair = STUDIES["fair"]
+    assert fair.algorithms == ALGORITHMS + ("kgtuner[on_miss=lose]", "kgtuner_asha[on_miss=lose]",
+                                            "random[space=decoupled]", "rf_bore[space=decoupled]")
+    assert fair.algorithms[:len(ALGORITHMS)] == STUDIES["main"].algorithms
+    assert (fair.workers, fair.budgets, fair.seeds, fair.on_miss) == ((1, 8), (10.0, 30.0, 100.0), 30, "nearest")
+    labels = [algorithm_label(a) for a in fair.algorithms]
+    assert len(set(labels)) == len(labels) and "random[space=decoupled]" in labels
+
+
+@pytest.mark.slow
+def test_a_tiny_calibrated_recording_replays_priced_with_its_noise_seeds_and_decoupled_pool(tmp_path):
+    """End to end: `kgtuner bench record` (calibrated, every pool, noise seeds in the full-graph pools), its table,
+    and the replay of the decoupled arm on it."""
+    from kgtuner.bench import pool as bp
+    from kgtuner.bench import record as br
+    from kgtuner.bench.table import finalize
+
+    settings = bp.RecordSettings(
+        dataset="demo", stage1_configs=4, full_configs=2, decoupled_configs=2, expand_top=1, max_epochs=3,
+        stage1_cap_s=2.0, expand_cap_s=0.5, full_cap_s=0.5, decoupled_cap_s=0.5, noise_stage1_top=0,
+        noise_stage1_random=0, noise_expand_top=0, noise_full_top=1, noise_full_random=0, noise_full_seeds=2,
+        noise_decoupled_top=1, noise_decoupled_random=0, noise_decoupled_seeds=2)
+    br.record(settings, tmp_path / "journal", command="test", log=lambda line: None)
+    finalize(tmp_path / "journal", tmp_path / "table")
+    table = ReplayTable.load(tmp_path / "table")
+    assert table.priced and table.has("decoupled") and table.valid_every == {}  # validations every epoch
+    runs = pd.read_parquet(tmp_path / "table" / "runs.parquet")
+    main_full = runs[(runs.pool == "full") & (runs.seed == 0)]
+    assert mean_trial_seconds(table) == pytest.approx(main_full["cost"].mean())
+    assert [sorted(s) for s in table.seeds["decoupled"].values()].count([0, 1]) == 1
+    row = run_cell(table, "random[space=decoupled]", 1, 3.0, 0)
+    assert str(row["answer_run"]).startswith("decoupled-") and row["answer_seeds"] in ("0", "0,1")

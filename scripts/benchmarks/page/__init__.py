@@ -9,6 +9,8 @@ In the page's order:
 - ``replay.py``: the search strategies replayed on the recorded tables, per graph and grid (``frames.py``: the
   replay journals read once, how far each grid is; ``defaults.py``: KGTuner's defaults, the decisions)
 - ``stage2.py``: issue 37's stage-2 study (also a script: ``python scripts/benchmarks/page/stage2.py``)
+- ``fair.py``: issue 38's fair benchmark: the converged tables' recording state (their cards) and the ``fair``
+  replay, cell by cell, under its fixed comparison rule
 - ``progress.py``: the recorded tables still being recorded or replayed
 - ``live.py``: the live end-to-end suites (large graphs, then small graphs)
 - ``analyses.py``: the SRCC ablations, the small-graph ablations, the hyper-parameter importances

@@ -11,8 +11,10 @@ Two steps:
   command, commit and scale each came from. An output folder that is not here collects nothing.
 * **render** (always): the page and the block of README.md between :data:`README_BEGIN` and :data:`README_END`,
   from those files, the recorded tables (``docs/benchmarks/tables/<graph>/``) and the replay journals
-  (``docs/benchmarks/replay/<graph>/<study>/``). A section whose data is not committed is left out with a line
-  naming the command that makes it; no figure on the page comes from anywhere else.
+  (``docs/benchmarks/replay/<graph>/<study>/``), and issue 38's converged tables and their ``fair`` replays
+  (``docs/benchmarks/tables_converged/``, ``docs/benchmarks/replay_converged/``). A section whose data is not
+  committed is left out with a line naming the command that makes it; no figure on the page comes from anywhere
+  else.
 
 Usage::
 
@@ -30,6 +32,7 @@ import pandas as pd
 from .analyses import section_ablation, section_importance, section_srcc
 from .collect import collect
 from .common import REPO, _bench, load_provenance
+from .fair import section as section_fair
 from .frames import replay_frames
 from .live import section_live
 from .progress import section_tables_in_progress
@@ -54,6 +57,7 @@ def render(docs: Path, page: Path, replay_root: Path, tables_root: Path, bench,
     md += summary_section(docs, replay_root, tables_root, frames)
     md += section_replay(replay_root, tables_root, docs, rel, frames)
     md += section_stage2(docs / "issue37" / "replay", replay_root)  # issue 37's stage 2
+    md += section_fair(docs)  # issue 38's fair benchmark: the converged tables and their `fair` replays
     md += section_tables_in_progress(tables_root, frames)
     md += section_live(docs, rel, bench, prov, "large")
     if (prov.get("large") or {}).get("machine"):

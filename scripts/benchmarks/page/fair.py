@@ -1,0 +1,250 @@
+"""Issue 38's fair benchmark: the converged tables being recorded under one protocol, and the ``fair`` grid replayed
+on them, cell by cell.
+
+Reads, under the page's data folder (``docs/benchmarks/``), each converged table's ``card.json``
+(``tables_converged/<graph>/``, written by ``kgtuner bench report``) and each graph's ``fair`` replay journal
+(``replay_converged/<graph>/fair/journal.jsonl``, ``kgtuner bench replay --study fair``); a partial table or
+journal is shown as far as it goes, and a graph without a table says so. ``section()`` is the part of
+``docs/benchmarks.md`` that ``scripts/benchmarks/benchmarks_page.py`` writes from them.
+
+The comparison rule, fixed here before the replays (:data:`RULE`; nothing in it is tuned to the results):
+
+- a cell is one (graph, workers, budget); its searches are compared on the seeds every ranked algorithm of it has
+  (:func:`kgtuner.bench.compare.common_seeds`); a search without a full-graph answer scores
+  :data:`kgtuner.bench.compare.NO_ANSWER_MRR`;
+- per other algorithm of the grid (the miss brackets ``[on_miss=lose]`` are KGTuner's and KGTuner+ASHA's own
+  replays, not rivals): its test MRR minus KGTuner's, mean over the paired seeds, and the exact two-sided Wilcoxon
+  signed-rank p (:func:`kgtuner.bench.compare.wilcoxon_p`, through ``stage2.paired``);
+- the verdict is :func:`kgtuner.bench.compare.cell_verdicts` at :data:`ALPHA`: KGTuner *behind* an algorithm when
+  its paired difference is negative at p < ALPHA with the mean and the signed ranks on the same side, under every
+  stage-2 mapping the cell replayed (misses replaced by the nearest expansion, and lost); *ahead* the other way;
+- a cell where any search ran out of its pool (``repeats > 0``, :func:`kgtuner.bench.compare.exhausted_cells`)
+  gets no figures and no verdict: it measures the table's size, not the searches ("left out: pool exhausted").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kgtuner.bench.benchmark import STUDIES, ResultsJournal, algorithm_label, parse_algorithm, results_frame
+from kgtuner.bench.card_cost import CONVERGED_SHARE, PUBLISHED_TOLERANCE
+from kgtuner.bench.compare import ALPHA, cell_verdicts, common_seeds, exhausted_cells, is_bracket, score_answers
+from kgtuner.bench.pool import FULL_GRAPH_POOLS
+
+from .common import SEARCH_LABELS
+from .stage2 import _fmt, _p, paired
+
+#: The graphs the fair benchmark is recorded on (each is shown, with "not recorded yet" while it has no table).
+GRAPHS = ("codex-m", "wn18rr")
+STUDY = "fair"
+REFERENCE = "kgtuner"
+#: Folders under the page's data folder: the converged tables and their replays.
+TABLES, REPLAY = "tables_converged", "replay_converged"
+#: An answer counts as measured over training noise when its configuration has at least this many recorded seeds.
+ANSWER_SEEDS = 3
+HEADING = "## The fair benchmark (issue 38)"
+#: The comparison rule, fixed before the replays (the module docstring says it in full).
+RULE = (f"per cell (graph, workers, budget), on the seeds every search of it has: each other search's test MRR "
+        f"minus KGTuner's, and the exact two-sided Wilcoxon signed-rank p over the paired seeds; KGTuner is *behind* a "
+        f"search when that difference is positive at p < {ALPHA:g} with its mean and signed ranks on the same side, "
+        f"under every stage-2 mapping replayed for the cell (misses replaced by the nearest expansion, and lost), "
+        f"*ahead* of it the other way; a cell where any search ran out of its pool (repeats > 0) is left out")
+
+
+def label(algorithm: str) -> str:
+    """How the page names a search of the grid: ``rf_bore[space=decoupled]`` -> "RF+BORE (decoupled)"."""
+    name, overrides, on_miss = parse_algorithm(algorithm)
+    bits = [o.split("=", 1)[1] for o in overrides if o.startswith("search.space=")]
+    bits += [f"misses {on_miss}"] if on_miss else []
+    return SEARCH_LABELS.get(name, name) + (f" ({', '.join(bits)})" if bits else "")
+
+
+def _graphs(root: Path) -> list[str]:
+    found = {p.parent.name for p in (root / TABLES).glob("*/card.json")}
+    found |= {p.parent.parent.name for p in (root / REPLAY).glob(f"*/{STUDY}/journal.jsonl")}
+    return [*GRAPHS, *sorted(found - set(GRAPHS))]
+
+
+def _pct(x) -> str:
+    return "–" if x is None or not np.isfinite(float(x)) else f"{float(x):.0%}"
+
+
+def card_line(graph: str, card: dict | None, rel: str) -> str:
+    """One bullet on a converged table's recording, from its card.json (None: not recorded yet)."""
+    if card is None:
+        return f"- **{graph}**: not recorded yet (no `docs/{rel}/{TABLES}/{graph}/card.json`)."
+    planned = {k: int(v) for k, v in (card.get("planned") or {}).items()}
+    counts = {k: int((v or {}).get("runs", 0)) for k, v in (card.get("counts") or {}).items()}
+    runs = int(card.get("runs", sum(counts.values())))
+    done = runs >= sum(planned.values()) > 0
+    parts = [f"{runs} of {sum(planned.values())} planned runs recorded" + ("" if done else ", **partial**")
+             + (" (per pool: " + ", ".join(f"`{p}` {counts.get(p, 0)}/{n}" for p, n in planned.items()) + ")"
+                if planned else "")]
+    protocol = card.get("protocol")
+    if not protocol:
+        parts.append("its card has no protocol figures (not a converged recording)")
+    else:
+        conv = protocol.get("convergence") or {}
+        full = [conv[p] for p in FULL_GRAPH_POOLS if (conv.get(p) or {}).get("runs")]
+        n = sum(int(c["runs"]) for c in full)
+        ended = sum(int(c["converged"]) for c in full)
+        if n:
+            share = ended / n
+            meets = "meets" if share >= CONVERGED_SHARE else "does not meet"
+            parts.append(f"converged: {_pct(share)} of the {n} full-graph runs that did not fail ended by early "
+                         f"stopping or their epoch limit, not by the cap ({meets} the rule of at least "
+                         f"{CONVERGED_SHARE:.0%}" + ("" if done else " so far") + "; per pool: " + ", ".join(
+                             f"`{p}` {_pct(conv[p].get('share'))}" for p in FULL_GRAPH_POOLS
+                             if (conv.get(p) or {}).get("runs")) + ")")
+        else:
+            parts.append("converged: no full-graph run yet")
+        best = protocol.get("best_vs_published") or {}
+        if best.get("best_test_mrr") is None:
+            parts.append("best full-graph test MRR: none yet")
+        elif not best.get("published"):
+            parts.append(f"best full-graph test MRR {best['best_test_mrr']:.4f} (no published value on file)")
+        else:
+            within = "within" if best.get("within") else "outside"
+            parts.append(f"best full-graph test MRR {best['best_test_mrr']:.4f} against the published tuned ComplEx "
+                         f"{best['published']:.3f} ({best.get('source') or '?'}): {best['relative_gap']:.1%} below it "
+                         f"({within} the {PUBLISHED_TOLERANCE:.0%} the rule allows)")
+    return (f"- **{graph}** ([card]({rel}/{TABLES}/{graph}/card.md)): " + "; ".join(parts) + ".")
+
+
+def load_journal(path: Path) -> pd.DataFrame:
+    """A ``fair`` replay journal's results frame (empty without a journal or a row)."""
+    rows = ResultsJournal(path).read()[1] if path.is_file() else []
+    return results_frame(rows) if rows else pd.DataFrame()
+
+
+def _answer_share(cell: pd.DataFrame) -> float:
+    """The share of the cell's answers whose configuration has at least :data:`ANSWER_SEEDS` recorded seeds."""
+    if "answer_seeds" not in cell.columns:
+        return np.nan
+    answered = cell[cell["test_mrr"].notna()]
+    if answered.empty:
+        return np.nan
+    seeds = answered["answer_seeds"].map(lambda s: len([x for x in str(s).split(",") if x.strip()])
+                                         if isinstance(s, str) else 0)
+    return float((seeds >= ANSWER_SEEDS).mean())
+
+
+def cell_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """(cells, the other searches in the grid's order). Per cell (graph, workers, budget): seeds compared,
+    KGTuner's mean test MRR, per other search its difference and p (``diff:<alg>``, ``p:<alg>``), the searches it
+    is behind / ahead of, the exhausted searches, the max searcher share and the share of answers with >= 3 seeds.
+    The rule: :data:`RULE`."""
+    keys = ["graph", "workers", "budget_trials"]
+    grid = [algorithm_label(a) for a in STUDIES[STUDY].algorithms]
+    present = set(df["algorithm"])
+    others = [a for a in grid if a in present and a != REFERENCE and not is_bracket(a)]
+    others += sorted(a for a in present - set(grid) if a != REFERENCE and not is_bracket(a))
+    ex = exhausted_cells(df)
+    out = []
+    for (graph, workers, budget), cell in df.groupby(keys, sort=True):
+        common = common_seeds(cell)
+        ref = score_answers(common[common["algorithm"] == REFERENCE])
+        hit = ex[(ex["graph"] == graph) & (ex["workers"] == workers) & (ex["budget_trials"] == budget)]
+        row = {"graph": graph, "workers": int(workers), "budget": float(budget), "seeds": int(ref["seed"].nunique()),
+               "kgtuner": float(ref["test_mrr"].mean()) if len(ref) else np.nan,
+               "exhausted": sorted(hit["algorithm"]), "behind": [], "ahead": [], "judged": 0,
+               "searcher_share": float(cell["searcher_share"].max()) if "searcher_share" in cell else np.nan,
+               "answer_seeds": _answer_share(cell)}
+        if len(ref) and others and not row["exhausted"]:
+            for r in paired(common, REFERENCE, others).to_dict("records"):
+                row[f"diff:{r['other']}"], row[f"p:{r['other']}"] = r["diff"], r["p"]
+            v = cell_verdicts(common, reference=REFERENCE, alpha=ALPHA)
+            row["behind"] = [a for a in others if a in set(v.loc[v["verdict"] == "worse", "algorithm"])]
+            row["ahead"] = [a for a in others if a in set(v.loc[v["verdict"] == "better", "algorithm"])]
+            row["judged"] = int(len(v))
+        out.append(row)
+    return pd.DataFrame(out), others
+
+
+def verdict(row: dict) -> str:
+    """The cell's verdict in words."""
+    if row["exhausted"]:
+        return "left out: pool exhausted (" + ", ".join(label(a) for a in row["exhausted"]) + " repeated runs)"
+    if not row["judged"]:
+        return "–"
+    words = []
+    if row["behind"]:
+        words.append("KGTuner behind " + ", ".join(label(a) for a in row["behind"]))
+    if row["ahead"]:
+        words.append(("ahead of " if words else "KGTuner ahead of ") + ", ".join(label(a) for a in row["ahead"]))
+    return "; ".join(words) if words else "no significant difference"
+
+
+def cells_lines(graph: str, df: pd.DataFrame) -> list[str]:
+    """A graph's ``fair`` replay, cell by cell (:func:`cell_table`), with where KGTuner is behind."""
+    planned = len(STUDIES[STUDY].cells())
+    cells, others = cell_table(df)
+    if cells.empty:
+        return []
+    partial = len(df) < planned
+    md = [f"**{graph}**: {len(df)} of the grid's {planned} searches replayed"
+          + (" (**partial**: the figures are on the seeds every search of a cell has so far)" if partial else "")
+          + ". Per cell: KGTuner's mean test MRR, each other search's mean minus KGTuner's (exact Wilcoxon p), the "
+            "verdict, the largest share of the budget a searcher spent computing (not charged to the simulated "
+            f"clock), and the share of answers with at least {ANSWER_SEEDS} recorded seeds.", ""]
+    header = ["workers", "budget", "seeds", "KGTuner", *(label(a) for a in others), "verdict", "max searcher share",
+              f"answers with >= {ANSWER_SEEDS} seeds"]
+    md += ["| " + " | ".join(header) + " |", "|---:|---:|---:|---:|" + "---:|" * len(others) + "---|---:|---:|"]
+    for row in cells.to_dict("records"):
+        diffs = ["–" if row["exhausted"] or f"diff:{a}" not in row or not np.isfinite(row[f"diff:{a}"])
+                 else f"{_fmt(row[f'diff:{a}'])} ({_p(row[f'p:{a}'])})" for a in others]
+        share = row["searcher_share"]
+        md.append("| " + " | ".join([str(row["workers"]), f"{row['budget']:g}", str(row["seeds"]),
+                                     _fmt(row["kgtuner"], ".3f"), *diffs, verdict(row),
+                                     "–" if not np.isfinite(share) else f"{share:.2%}",
+                                     _pct(row["answer_seeds"])]) + " |")
+    behind = [r for r in cells.to_dict("records") if r["behind"]]
+    left = [r for r in cells.to_dict("records") if r["exhausted"]]
+    tests = int(cells["judged"].sum())
+    md += ["", (("KGTuner is significantly behind in " + "; ".join(
+        f"{r['workers']} worker(s), budget {r['budget']:g} ({', '.join(label(a) for a in r['behind'])})"
+        for r in behind) + ".") if behind else "In no judged cell is KGTuner significantly behind another search.")
+        + (f" Left out (a search ran out of its pool): {len(left)} of {len(cells)} cells." if left else "")
+        + (f" These are {tests} paired tests at p < {ALPHA:g}: about {ALPHA * tests:.1f} could pass by chance alone, "
+           "so read one cell with care; a pattern across cells and graphs is the stronger evidence."
+           if tests else "")]
+    return md + [""]
+
+
+def section(root: Path) -> list[str]:
+    """The page's lines on issue 38's fair benchmark (``root``: the page's data folder, ``docs/benchmarks``)."""
+    root = Path(root)
+    rel = root.name
+    md = [HEADING, "",
+          "The recorded tables the sections above replay were found unfair (issue 38); their successors are recorded "
+          "under one protocol fixed before the first run: one rule for every full-graph run (the same epoch limit, "
+          "validation, patience and cap in the `expand`, `full` and `decoupled` pools), a run's cost priced per shape "
+          "rather than measured (so the budgets do not move with the machine's load), converged runs (at least "
+          f"{CONVERGED_SHARE:.0%} of the full-graph runs must end by early stopping or their epoch limit, not by the "
+          f"cap, and the best must come within {PUBLISHED_TOLERANCE:.0%} of a published tuned ComplEx), the one-stage "
+          "searches also over KGTuner's own space on the `decoupled` pool (what the subgraph stage buys apart from "
+          "what the narrower "
+          f"space buys), and {ANSWER_SEEDS} recorded seeds for every configuration a replayed search answers with. "
+          f"The protocol and the commands: [the tables' README]({rel}/tables/README.md). The `fair` grid "
+          "(`kgtuner.bench.benchmark.STUDIES`) replays every search on each table once it is complete "
+          f"(`kgtuner bench replay --table docs/{rel}/{TABLES}/<graph> --study {STUDY} --out "
+          f"docs/{rel}/{REPLAY}/<graph>/{STUDY}`).", "",
+          "The recordings, from each table's `card.json`:", ""]
+    journals = {}
+    for graph in _graphs(root):
+        card_path = root / TABLES / graph / "card.json"
+        md.append(card_line(graph, json.loads(card_path.read_text()) if card_path.is_file() else None, rel))
+        df = load_journal(root / REPLAY / graph / STUDY / "journal.jsonl")
+        if not df.empty:
+            journals[graph] = df
+    md.append("")
+    if not journals:
+        return md + [f"No `{STUDY}` replay yet: its cells appear here once a table is replayed.", ""]
+    md += [f"The comparison rule, fixed in code before the replays (`scripts/benchmarks/page/fair.py`): {RULE}.", ""]
+    for graph, df in journals.items():
+        md += cells_lines(graph, df)
+    return md

@@ -226,6 +226,9 @@ def test_ray_killed_under_the_driver_is_no_hang_and_the_resume_keeps_every_row(t
     assert proc.returncode == 130 and "Resume with:" in err and "resume=true" in err, out[-2000:] + err[-3000:]
     before = pd.read_parquet(run_dir / "trials.parquet")
     ahead = tune_snapshot(run_dir).unknown_to_searcher(list(before["trial_id"]))
+    # an earlier session's experiment state beside the newest (what every resume leaves behind)
+    earlier = run_dir / "search" / "experiment_state-2000-01-01_00-00-00.json"
+    shutil.copy(tune_snapshot(run_dir).path, earlier)
     resumed = _launch(run_dir, *args, "resume=true")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "dropped" not in resumed.stdout
@@ -235,9 +238,10 @@ def test_ray_killed_under_the_driver_is_no_hang_and_the_resume_keeps_every_row(t
     added = final[~final["trial_id"].isin(before["trial_id"])]
     assert set(added["stage"]) <= {2}, final[["trial_id", "stage", "status"]]  # still stage 2 after the resume
     assert json.loads((run_dir / "kgtuner_state.json").read_text())["stage"] == 2
-    # the interrupted session's Tune files are gone: one experiment state, the resumed session's (issue 42's soak
-    # filled its disk with one 13 MB experiment state per resume)
-    assert len(list((run_dir / "search").glob("experiment_state-*.json"))) == 1
+    # the sessions before the one it restored are gone: the restored session's experiment state and the resumed
+    # one's stay (issue 42's soak filled its disk with one 13 MB experiment state per resume)
+    assert not earlier.exists()
+    assert len(list((run_dir / "search").glob("experiment_state-*.json"))) == 2
 
 
 def test_a_resume_keeps_only_the_newest_sessions_tune_files(tmp_path):

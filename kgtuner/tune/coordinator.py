@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from kgtuner.cluster.resources import ResourcePlan, plan_resources
 from kgtuner.tune import events
 from kgtuner.tune.budget import BudgetClock
 from kgtuner.tune.faults import ExperimentInterrupted, Faults
@@ -100,7 +101,7 @@ class Coordinator(Faults, Resume):
         self._last_save = 0.0
         self._deadline_key: str | None = None  # where trials read the stage deadlines (kgtuner.tune.deadlines)
         self._search_begin = time.monotonic()
-        self.slots, self.resources, self.ray_info = 1, {}, None
+        self.slots, self.resources, self.ray_info, self.plan = 1, {}, None, ResourcePlan({}, 1)
         self.gauges = ExperimentMetrics(settings.name)
         self.answer = AnswerModels(settings, self.run_dir)  # the answer's trained model; answer.keep checked here
 
@@ -145,12 +146,13 @@ class Coordinator(Faults, Resume):
     def _connect(self) -> None:
         """Start or join Ray, guard the driver against its faults, plan each trial's resources and the slots."""
         from kgtuner.cluster.ray_cluster import connect_ray
-        from kgtuner.cluster.resources import plan_resources
 
         self.ray_info = connect_ray(self.settings.cluster, print_banner=bool(self.verbose))
         self._guard_process()  # the Ray watcher, SIGTERM as Ctrl+C
-        plan = plan_resources(self.settings.trial, num_gpus=self.ray_info.num_gpus, num_cpus=self.ray_info.num_cpus)
-        self.resources, self.slots = plan.resources, plan.slots
+        plan = plan_resources(self.settings.trial, num_gpus=self.ray_info.num_gpus, num_cpus=self.ray_info.num_cpus,
+                              packed=self.strategy.packed_stages)  # trial.stage1_per_gpu: stages sharing GPUs
+        self.resources, self.slots, self.plan = plan.resources, plan.slots, plan
+        self.strategy.packing = dict(plan.stages)  # their own slots and resources (the searcher's per-stage caps)
         for note in plan.notes:
             self.log(note)
 
@@ -338,7 +340,7 @@ class Coordinator(Faults, Resume):
         configure_tune()
         # Tune queues only one pending trial at a time for a custom searcher unless told otherwise
         # (it reads this at Tuner.fit): let every slot's first trial start at once.
-        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(self.slots))
+        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(self.plan.max_slots))
         restored = self._restored_tuner(trainable)  # a resume: the interrupted search
         if restored is not None:
             return restored
@@ -369,7 +371,8 @@ class Coordinator(Faults, Resume):
         stages = {k: {"graph_key": spec.graph_key, "controls": spec.controls,
                       "deadline_unix": self.clock.unix_time_at(spec.end_s) if deadlines else math.inf}
                   for k, spec in self.strategy.stages().items()}
-        return make_trainable(graphs=graph_refs, stages=stages, model=s.model_name, resources=self.resources,
+        return make_trainable(graphs=graph_refs, stages=stages, model=s.model_name,
+                              resources=self.plan.trial_resources(),  # per stage: trial.stage1_per_gpu
                               checkpoint_every_s=s.trial.checkpoint_every_s, inject_failures=s.trial.inject_failures,
                               experiment=s.name, deadline_key=self._deadline_key if deadlines else None,
                               answer=answer, experiment_seed=s.seed)

@@ -17,6 +17,13 @@ from kgtuner.tune.results import metrics_of, summary_table, write_summary
 BEST_CONFIG_FILE = "best_config.yaml"
 
 
+def packed_stages(plan) -> dict:
+    """summary.json's ``cluster.stages``: the slots and resources of stages packed by ``trial.stage1_per_gpu``."""
+    stages = getattr(plan, "stages", None) or {}
+    return {"stages": {str(s): {"slots": n, "resources_per_trial": dict(r)} for s, (r, n) in sorted(stages.items())}
+            } if stages else {}
+
+
 def experiment_summary(driver) -> dict:
     """summary.json's content for the coordinator ``driver`` (its settings, strategy, state and trials)."""
     s, strategy, store, state = driver.settings, driver.strategy, driver.store, driver.state
@@ -45,7 +52,8 @@ def experiment_summary(driver) -> dict:
                    "extensions": list(state.get("budget_extensions") or []),
                    "extension": strategy.extension_note(),
                    **extra.get("budget", {})},
-        "cluster": {"slots": driver.slots, "resources_per_trial": driver.resources},
+        "cluster": {"slots": driver.slots, "resources_per_trial": driver.resources,
+                    **packed_stages(getattr(driver, "plan", None))},
         "final": state.get("final") or None,
         "early_stop": None if asha is None else {
             "scheduler": "asha", **asha.as_dict(), "stopped": sum(sum(v.values()) for v in rungs.values()),

@@ -26,7 +26,8 @@ TOP_LEVEL_KEYS = GROUPS + ("name", "seed", "resume", "final", "answer", "hydra",
 #: Keys of the ``data`` group (conf/data/*.yaml; read by kgtuner.data.from_config).
 DATA_KEYS = ("name", "path", "unseen", "ogb_root")
 BUDGET_KEYS = ("seconds", "trials", "grace_fraction")
-TRIAL_KEYS = ("gpus", "cpus", "max_failures", "checkpoint_every_s", "stage1", "stage2", "inject_failures")
+TRIAL_KEYS = ("gpus", "cpus", "stage1_per_gpu", "max_failures", "checkpoint_every_s", "stage1", "stage2",
+              "inject_failures")
 STAGE_KEYS = ("max_steps", "valid_every", "patience", "max_valid_triples")
 FINAL_KEYS = ("seeds",)
 
@@ -86,6 +87,7 @@ class TrialSettings:
     stage1: StageControls
     stage2: StageControls
     inject_failures: tuple[int, ...] = ()
+    stage1_per_gpu: int = 1  # trials of a packed stage (KGTuner's stage 1) per GPU share (fractional GPUs)
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any]) -> "TrialSettings":
@@ -100,8 +102,15 @@ class TrialSettings:
         if not isinstance(inject, (list, tuple)) or any(
                 isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in inject):
             raise ConfigError(f"trial.inject_failures must be a list of trial numbers (0, 1, ...), got {inject!r}")
+        gpus = number("trial.gpus", cfg.get("gpus", 1), minimum=0)
+        per_gpu = number("trial.stage1_per_gpu", cfg.get("stage1_per_gpu", 1), integer=True, minimum=1)
+        if gpus / per_gpu > 1 and abs(gpus / per_gpu - round(gpus / per_gpu)) > 1e-9:
+            raise ConfigError(f"trial.stage1_per_gpu={per_gpu} gives stage-1 trials {gpus / per_gpu:g} GPUs each "
+                              f"(trial.gpus={gpus:g}); Ray needs a whole number of GPUs above one: choose a divisor "
+                              "of trial.gpus")
         return cls(
-            gpus=number("trial.gpus", cfg.get("gpus", 1), minimum=0),
+            gpus=gpus,
+            stage1_per_gpu=per_gpu,
             cpus=cpus,
             max_failures=number("trial.max_failures", cfg.get("max_failures", 2), integer=True, minimum=0),
             checkpoint_every_s=number("trial.checkpoint_every_s", cfg.get("checkpoint_every_s", 60.0), minimum=0,

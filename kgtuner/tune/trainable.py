@@ -269,7 +269,7 @@ def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
     final("stopped" if stopped_by_deadline else "ok", None, test, trained)
 
 
-def make_trainable(*, graphs: dict, stages: dict, model: str, resources: dict,
+def make_trainable(*, graphs: dict, stages: dict, model: str, resources: Any,
                    checkpoint_every_s: float | None = 60.0, inject_failures: tuple[int, ...] = (),
                    experiment: str = "kgtuner", deadline_key: str | None = None, answer: dict | None = None,
                    experiment_seed: int = 0):
@@ -279,6 +279,8 @@ def make_trainable(*, graphs: dict, stages: dict, model: str, resources: dict,
     driver (every Tune run and every trial shares that one copy in the object store; a trial resolves the
     graph of its stage when it first needs it, numpy arrays arrive zero-copy).
     ``answer``: see :func:`kgtuner_trial` (None: trials keep no model and report no final checkpoint).
+    ``resources``: a dict, or a callable of the trial's config (``kgtuner.cluster.resources.StageResources``:
+    per stage, e.g. stage-1 trials sharing a GPU under ``trial.stage1_per_gpu``), as ``tune.with_resources`` takes.
     """
     from ray import tune
 

@@ -93,11 +93,16 @@ class Strategy:
     #: ``search`` sub-groups holding a searcher's keyword arguments -> the searcher kind they configure
     #: (``kgtuner.search.factory.check_searcher_keys`` checks them before Ray starts; see :meth:`searcher_kinds`).
     searcher_groups: ClassVar[dict[str, str]] = {}
+    #: Stages whose small trials may share a GPU, ``trial.stage1_per_gpu`` at a time (fractional GPUs).
+    packed_stages: ClassVar[tuple[int, ...]] = ()
 
     def __init__(self, settings):
         self.settings = settings
         self.options = settings.options
         self.full = None
+        # stage -> (resources, slots) of each packed stage on this cluster (the driver's ResourcePlan.stages),
+        # set before :meth:`searcher`; empty: every stage has the slots and resources the driver passes
+        self.packing: dict[int, tuple[dict, int]] = {}
 
     # ------------------------------------------------------------------ before Ray starts
     @classmethod

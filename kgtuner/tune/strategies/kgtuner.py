@@ -79,6 +79,8 @@ class StagedSearcher(MetaSearcher):
         stage1_trials / stage2_trials: trial counts under a trial budget (None for a time budget).
         top_k: stage-1 configurations carried into stage 2.
         max_concurrent: trials of the current stage running at once (None: no limit).
+        stage1_concurrent: stage 1's own cap when it differs (``trial.stage1_per_gpu`` k: k trials per GPU in
+            stage 1, one in stage 2), so the switch leaves no more stage-2 trials pending than stage 2 runs.
     """
 
     REBUILT = ("stage2_factory", "expand")
@@ -86,7 +88,9 @@ class StagedSearcher(MetaSearcher):
     def __init__(self, stage1: Searcher, *, stage2_factory: Callable, expand: Callable,
                  stage1_end_s: float = math.inf, end_s: float = math.inf, stage1_trials: int | None = None,
                  stage2_trials: int | None = None, top_k: int = 10, max_concurrent: int | None = None,
-                 grace_s: float = math.inf, warm_start: bool = True, **kwargs):
+                 grace_s: float = math.inf, warm_start: bool = True, stage1_concurrent: int | None = None, **kwargs):
+        if stage1_concurrent is not None:
+            kwargs["stage_limits"] = {1: int(stage1_concurrent), **(kwargs.get("stage_limits") or {})}
         super().__init__(max_concurrent=max_concurrent, **kwargs)
         self.inner1 = stage1
         self.inner2: Searcher | None = None
@@ -289,21 +293,22 @@ def _expand(top_configs, *, space):
 def make_staged_searcher(search_cfg: Mapping[str, Any], space, *, slots: int, seed: int, stage1_end_s: float,
                          end_s: float, grace_s: float, top_k: int, stage1_trials: int | None = None,
                          stage2_trials: int | None = None, warm_start: bool = True, points=None,
-                         stage2_warm=()) -> StagedSearcher:
+                         stage2_warm=(), stage1_slots: int | None = None) -> StagedSearcher:
     """KGTuner's searcher: RF+BORE (``search.searcher``) in stage 1, a forest over the expanded top-k
     (``search.stage2_searcher``, seeded ``seed + 1``) in stage 2, warm-started with every stage-1 row
     (``warm_start``) or fresh. ``points``: stage-1 configurations run first; ``stage2_warm``: (group, rows,
-    same_fidelity) of earlier runs for the stage-2 forest (``search.warm_start``)."""
+    same_fidelity) of earlier runs for the stage-2 forest (``search.warm_start``). ``slots`` trials run at once,
+    ``stage1_slots`` in stage 1 when it differs (``trial.stage1_per_gpu``: stage-1 trials share GPUs)."""
     from kgtuner.search import make_searcher
 
-    stage1 = make_searcher(search_cfg, space, metric="valid_mrr", mode="max", max_concurrent=slots, seed=seed,
-                           kind="rf_bore", points_to_evaluate=points)
+    stage1 = make_searcher(search_cfg, space, metric="valid_mrr", mode="max", max_concurrent=stage1_slots or slots,
+                           seed=seed, kind="rf_bore", points_to_evaluate=points)
     return StagedSearcher(
         stage1, stage2_factory=functools.partial(_stage2_searcher, search_cfg=dict(search_cfg), space=space,
                                                  max_concurrent=slots, seed=seed + 1, warm=tuple(stage2_warm)),
         expand=functools.partial(_expand, space=space), stage1_end_s=stage1_end_s, end_s=end_s,
         stage1_trials=stage1_trials, stage2_trials=stage2_trials, top_k=top_k, max_concurrent=slots,
-        grace_s=grace_s, warm_start=warm_start)
+        grace_s=grace_s, warm_start=warm_start, stage1_concurrent=stage1_slots)
 
 
 def stage1_point(point: Mapping[str, Any], space) -> dict:
@@ -335,6 +340,7 @@ class KGTuner(Strategy):
 
     names = ("kgtuner",)
     two_stage = True
+    packed_stages = (1,)  # trial.stage1_per_gpu: small stage-1 trials share a GPU; stage 2 gets whole ones
     search_keys = ("subgraph_ratio", "subgraph_sampler", "stage1_fraction", "top_k", "stage2_start")
     searcher_groups = {"searcher": "rf_bore", "stage2_searcher": "stage2"}
 
@@ -413,7 +419,7 @@ class KGTuner(Strategy):
                                         stage2_trials=budget.stage_trials(2, 2),
                                         warm_start=self.options.stage2_start == "warm",
                                         points=[self.point_for_space(p, space) for p in self.points()],
-                                        stage2_warm=stage2_warm)
+                                        stage2_warm=stage2_warm, stage1_slots=self.packing.get(1, (None, None))[1])
         if groups:
             self.apply_warm_start(searcher.inner1, self.sub.name, "stage1")
             enc = space.stage2_space() if space.stage2 is not None else space
@@ -443,7 +449,9 @@ class KGTuner(Strategy):
         s = self.settings
         return (f"KGTuner: stage 1 (RF+BORE on the subgraph) then stage 2 (top-{self.options.top_k} expanded, "
                 f"full graph); budget {self.budget_text()}, switch at {s.budget.stage1_fraction:g} of it; "
-                f"{slots} concurrent trials, {resources} each")
+                + (f"stage 1: {self.packing[1][1]} concurrent trials, {self.packing[1][0]} each "
+                   f"(trial.stage1_per_gpu={s.trial.stage1_per_gpu}), stage 2: " if 1 in self.packing else "")
+                + f"{slots} concurrent trials, {resources} each")
 
     # ------------------------------------------------------------------ the answer and the summary
     def best_row(self, store) -> dict | None:

@@ -5,7 +5,8 @@ which stage starts next; it wraps one or more inner searchers (kgtuner.search: R
 TPE). What is common lives here:
 
 * the running set, each trial with its stage, and a per-stage concurrency cap (trials of a stage
-  that has ended and are still stopping do not count against the next stage): :meth:`_slot_free`;
+  that has ended and are still stopping do not count against the next stage; ``stage_limits`` gives a
+  stage its own cap, e.g. KGTuner's packed stage 1): :meth:`_slot_free`;
 * the global ``trial_index`` and the meta keys of a suggestion (:meth:`_start`);
 * the budget clock of the live driver (:meth:`_elapsed`, via :mod:`kgtuner.tune.events`);
 * failure scoring: a result is read as a :class:`~kgtuner.tune.report.TrialReport`, a failure (error,
@@ -52,9 +53,12 @@ class MetaSearcher(DataStateSearcher):
     #: on restore, never saved. Every other field is saved.
     REBUILT: tuple[str, ...] = ()
 
-    def __init__(self, *, max_concurrent: int | None = None, metric: str = METRIC, mode: str = MODE):
+    def __init__(self, *, max_concurrent: int | None = None, metric: str = METRIC, mode: str = MODE,
+                 stage_limits: dict[int, int] | None = None):
         super().__init__(metric=metric, mode=mode)
         self.max_concurrent = None if max_concurrent is None else int(max_concurrent)
+        # stage -> its own concurrency cap (e.g. k trials per GPU in KGTuner's stage 1); other stages: max_concurrent
+        self.stage_limits: dict[int, int] = {int(k): int(v) for k, v in (stage_limits or {}).items()}
         self.done = False
         self.index = 0                          # trial_index of the next suggestion
         self.trial_stage: dict[str, int] = {}  # every trial suggested -> its stage
@@ -72,8 +76,10 @@ class MetaSearcher(DataStateSearcher):
         return sorted(t for t in self.running if self.trial_stage.get(t) == stage)
 
     def _slot_free(self, stage: int) -> bool:
-        """True when fewer than ``max_concurrent`` trials of ``stage`` are running."""
-        return self.max_concurrent is None or len(self._running(stage)) < self.max_concurrent
+        """True when fewer than ``stage_limits[stage]`` (default ``max_concurrent``) trials of ``stage`` run."""
+        limits = getattr(self, "stage_limits", None) or {}  # a searcher pickled before stage_limits lacks it
+        limit = limits.get(int(stage), self.max_concurrent)
+        return limit is None or len(self._running(stage)) < limit
 
     def _start(self, trial_id: str, stage: int, config: dict) -> dict:
         """Record ``trial_id`` as a running trial of ``stage``; the suggestion with its meta keys."""

@@ -140,7 +140,9 @@ def test_stage1_runs_k_times_the_slots_and_stage2_the_slots(live, space):
     s = _searcher(space, slots=2, stage1_slots=4)
     stage1 = _fill(s, "a")
     assert len(stage1) == 4  # k=2 x 2 GPUs
-    assert s.inner1.max_concurrent == 4  # the inner searcher does not hold them back either
+    built = make_staged_searcher({"name": "kgtuner"}, space, slots=2, seed=0, top_k=2, stage1_end_s=10, end_s=100,
+                                 grace_s=math.inf, stage1_slots=4)
+    assert built.inner1.max_concurrent == 4  # stage 1's RF+BORE does not hold them back either
     s.on_trial_complete(stage1[0], {"valid_mrr": 0.3, "trial_status": "ok"})
     assert len(_fill(s, "b")) == 1  # a freed stage-1 slot is refilled
     for i, tid in enumerate(stage1[1:] + ["b0"]):

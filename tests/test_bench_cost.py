@@ -215,3 +215,24 @@ def test_the_answers_of_replays_are_recorded_with_more_seeds_once(recording, tmp
     assert [r["run_ids"] for r in after if r.get("kind") == "answers"] == [[answer]]
     with pytest.raises(ConfigError, match="not a run id"):
         bp.parse_run_id("full-12-s0")
+
+
+def test_the_card_of_a_recording_with_no_full_graph_run_yet(recording, tmp_path):
+    """A partial table (stage 1 only so far, as at the start of a real recording) gets its card, which says so."""
+    import json
+
+    from kgtuner.bench import card_cost
+    from kgtuner.bench import table as bt
+
+    out, records, _ = recording
+    header = next(r for r in records if r["kind"] == "header")
+    header = {**header, "dataset": "codex-m"}  # a graph with a published value
+    stage1 = [r for r in records if r["kind"] == "run" and r["pool"] == "stage1"]
+    lines = card_cost.section(header, stage1, [r for r in records if r["kind"] == "calibration"])
+    assert any("no full-graph run yet (the published tuned ComplEx: 0.337" in line for line in lines)
+    journal = tmp_path / "partial"
+    journal.mkdir()
+    (journal / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records
+                                                   if r["kind"] != "run" or r["pool"] == "stage1"))
+    bt.finalize(journal, tmp_path / "table")
+    assert "Converged runs: - of the 0 full-graph runs" in (tmp_path / "table" / "card.md").read_text()

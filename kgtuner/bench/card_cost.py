@@ -91,7 +91,10 @@ def section(header: Mapping, runs, calibrations) -> list[str]:
                  f"`{p}` {_pct(conv[p]['share'])} ({conv[p]['capped']} of {conv[p]['runs']} cut by the cap)"
                  for p in POOLS if conv[p]["runs"]) + ".")
     best = best_vs_published(header, runs)
-    if best.get("published"):
+    if best.get("published") and best["best_test_mrr"] is None:
+        L.append(f"- Best full-graph test MRR: no full-graph run yet (the published tuned ComplEx: "
+                 f"{best['published']:.3f}, {best['source']}).")
+    elif best.get("published"):
         L.append(f"- Best full-graph test MRR {best['best_test_mrr']:.4f} (`{best['best_run']}`) against the published "
                  f"tuned ComplEx {best['published']:.3f} ({best['source']}): {best['relative_gap']:+.1%} below it "
                  f"({'within' if best['within'] else 'outside'} the {PUBLISHED_TOLERANCE:.0%} the rule allows).")

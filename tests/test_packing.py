@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from tune_helpers import set_dotted
+from tune_helpers import experiment_config
 
 from kgtuner.cluster.resources import StageResources, plan_resources
 from kgtuner.errors import ConfigError
@@ -25,15 +25,7 @@ def _trial(**kw) -> TrialSettings:
 
 
 def _cfg(**over):
-    cfg = {
-        "data": {"name": "demo"}, "model": {"name": "complex"}, "space": {"name": "decoupled"},
-        "search": {"name": "kgtuner", "subgraph_ratio": 0.2, "subgraph_sampler": "multi_rw"},
-        "budget": {"seconds": 60, "trials": None},
-        "trial": {"gpus": 1, "cpus": "auto", "stage1": {"max_steps": 10, "valid_every": 5, "patience": 2},
-                  "stage2": {"max_steps": 10, "valid_every": 5, "patience": 2}},
-        "cluster": {"num_gpus": 2}, "final": {"seeds": 0},
-    }
-    return set_dotted(cfg, over)
+    return experiment_config(2, **over)
 
 
 # ------------------------------------------------------------------ the plan and the resource callable

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from tune_helpers import FakeTimer, set_dotted
+from tune_helpers import FakeTimer, experiment_config
 
 from kgtuner.errors import ConfigError
 from kgtuner.tune.budget import Budget, BudgetClock
@@ -64,15 +64,7 @@ def test_budget_rejects_bad_values(kwargs, fragment):
 
 
 def _cfg(**over):
-    cfg = {
-        "data": {"name": "demo"}, "model": {"name": "complex"}, "space": {"name": "decoupled"},
-        "search": {"name": "kgtuner", "subgraph_ratio": 0.2, "subgraph_sampler": "multi_rw"},
-        "budget": {"seconds": 60, "trials": None},
-        "trial": {"gpus": 1, "cpus": "auto", "stage1": {"max_steps": 10, "valid_every": 5, "patience": 2},
-                  "stage2": {"max_steps": 10, "valid_every": 5, "patience": 2}},
-        "cluster": {"num_gpus": 8}, "final": {"seeds": 0},
-    }
-    return set_dotted(cfg, over)
+    return experiment_config(8, **over)
 
 
 def test_settings_accepts_the_defaults():

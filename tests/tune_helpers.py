@@ -52,3 +52,17 @@ def set_dotted(cfg: dict, overrides: dict) -> dict:
             node = node[p]
         node[last] = value
     return cfg
+
+
+def experiment_config(num_gpus: int = 8, **over) -> dict:
+    """A minimal composed config (KGTuner on the demo, tiny trials, ``num_gpus`` logical GPUs) with dotted
+    ``over``rides, for ``ExperimentSettings.from_config``."""
+    cfg = {
+        "data": {"name": "demo"}, "model": {"name": "complex"}, "space": {"name": "decoupled"},
+        "search": {"name": "kgtuner", "subgraph_ratio": 0.2, "subgraph_sampler": "multi_rw"},
+        "budget": {"seconds": 60, "trials": None},
+        "trial": {"gpus": 1, "cpus": "auto", "stage1": {"max_steps": 10, "valid_every": 5, "patience": 2},
+                  "stage2": {"max_steps": 10, "valid_every": 5, "patience": 2}},
+        "cluster": {"num_gpus": num_gpus}, "final": {"seeds": 0},
+    }
+    return set_dotted(cfg, over)

@@ -172,6 +172,7 @@ def needed_shapes(pools_, pools) -> list[Shape]:
 def calibrate_missing(shapes, graphs, settings, have: Mapping[str, ShapeCost], append, log=print) -> dict:
     """Time every shape of ``shapes`` that ``have`` lacks, on its graph (``graphs.for_pool``), ``append`` its
     ``calibration`` record (the journal's), and return ``have`` with the new prices."""
+    from kgtuner.bench.journal import load_average
     from kgtuner.bench.pool import POOL_GRAPH
 
     out = dict(have)
@@ -182,18 +183,10 @@ def calibrate_missing(shapes, graphs, settings, have: Mapping[str, ShapeCost], a
         kg, fi = graphs.for_pool(pool)
         rec = calibrate_shape(kg, shape, model=settings.model, max_valid_triples=settings.max_valid_triples(pool),
                               filter_index=fi, seed=settings.seed)
-        rec["load"] = _load_average()
+        rec["load"] = load_average()
         append(rec)
         out[shape.key] = ShapeCost(rec["step_s"], rec["valid_s"])
         log(f"calibration {n}/{len(todo)} {shape.key}: step {rec['step_s'] * 1e3:.2f} ms, "
             f"validation {rec['valid_s']:.2f} s (CPU seconds)")
     return out
 
-
-def _load_average() -> float | None:
-    import os
-
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:  # pragma: no cover
-        return None

@@ -130,3 +130,11 @@ def machine_info() -> dict[str, Any]:
             "torch": torch.__version__}
 
 
+
+
+def load_average() -> float | None:
+    """This machine's 1-minute load average (None where the platform has none): recorded beside runs and prices."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:  # pragma: no cover - no load average on this platform
+        return None

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from kgtuner.bench import cost
-from kgtuner.bench.journal import Journal, append_jsonl, code_digest, git_commit, machine_info  # noqa: F401 (re-exported)
+from kgtuner.bench.journal import (Journal, append_jsonl, code_digest, git_commit, load_average,  # noqa: F401
+                                   machine_info)  # noqa: F401 (re-exported)
 
 __all__ = ["Journal", "append_jsonl", "train_config", "train_run", "record"]
 from kgtuner.bench.pool import POOL_GRAPH, POOLS, SCHEMA_VERSION, Pools, RecordSettings, RunSpec
@@ -172,7 +173,7 @@ def train_run(spec: RunSpec, kg, settings: RecordSettings, *, filter_index=None,
     """A journal row of ``spec`` trained on ``kg`` (its pool's graph) under ``settings`` (``price``: its shape's,
     with ``cost="calibrated"``)."""
     started = time.time()
-    load_start = _load()
+    load_start = load_average()
     controls = settings.controls(spec.pool)
     res = train_config(kg, spec.config, model=settings.model, controls=controls,
                        seed=spec.seed, filter_index=filter_index, cap_s=settings.cap_s(spec.pool),
@@ -190,14 +191,7 @@ def train_run(spec: RunSpec, kg, settings: RecordSettings, *, filter_index=None,
             **({"cost": res["cost"], "cap_steps": res["cap_steps"], "cost_step_s": price.step_s,
                 "cost_valid_s": price.valid_s} if price is not None else {}),
             "started_unix": round(started, 3), "ended_unix": round(time.time(), 3),
-            "load_start": load_start, "load_end": _load(), "curve": res["curve"]}
-
-
-def _load() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:  # pragma: no cover - no load average on this platform
-        return None
+            "load_start": load_start, "load_end": load_average(), "curve": res["curve"]}
 
 
 # ------------------------------------------------------------------------------------ recording

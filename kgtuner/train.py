@@ -73,6 +73,8 @@ def run(cfg: DictConfig, out_dir: str | Path) -> dict[str, Any]:
     print(f"training {train_cfg.model} on {kg!r}", flush=True)
     try:
         trainer = Trainer(train_cfg, kg, callback=progress)
+        if trainer.step_note:
+            print(trainer.step_note, flush=True)
         result = trainer.fit()
     except torch.OutOfMemoryError as exc:  # one clear line naming the sizes at fault, not torch's traceback
         raise KGTunerError(out_of_memory_message(exc, train_cfg)) from None

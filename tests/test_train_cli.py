@@ -24,7 +24,8 @@ def _run(args, tmp_path, env=None):
 
 @pytest.mark.slow
 def test_writes_metrics_and_embeddings(tmp_path):
-    proc = _run([*BASE, "model=complex", "train.inverse=true", "train.loss=BCE_adv", "train.negatives=32"], tmp_path)
+    proc = _run([*BASE, "model=complex", "train.inverse=true", "train.loss=BCE_adv", "train.negatives=32",
+                 "train.cuda_graph=true"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     for split in ("valid", "test"):
@@ -38,6 +39,7 @@ def test_writes_metrics_and_embeddings(tmp_path):
     assert emb["relation"].shape == (2 * kg.num_relations, 16)
     assert list(emb["entity_names"]) == list(kg.entities) and list(emb["relation_names"]) == list(kg.relations)
     assert "valid mrr" in proc.stdout
+    assert "cuda_graph: the whole step is run eagerly with static shapes (no CUDA device)" in proc.stdout
 
 
 @pytest.mark.slow

@@ -48,7 +48,11 @@ class TrainConfig:
     (typed negatives when the graph has entity types), ``compile`` (``torch.compile`` the sampled-
     negative step's loss and its gradient, with CUDA graphs on CUDA; it costs a compilation of tens of
     seconds per run, and another for an epoch's shorter last batch; meant for CUDA: on CPU the default
-    eager step was faster, see scripts/perf/bench_engine_speed.py --compile).
+    eager step was faster, see scripts/perf/bench_engine_speed.py --compile), ``cuda_graph`` (the whole
+    sampled-negative step, Adam's row update included, captured once into a CUDA graph and replayed:
+    :mod:`kgtuner.kge.graph_step`; a configuration it does not cover trains with the eager step), ``tf32``
+    (float32 matrix products on TF32 tensor cores, CUDA only: faster, with a 10-bit mantissa in the
+    products' inputs; off by default).
     """
 
     model: str = "complex"
@@ -80,6 +84,8 @@ class TrainConfig:
     eval_batch_size: int | None = None
     type_constrained: bool = True
     compile: bool = False
+    cuda_graph: bool = False
+    tf32: bool = False
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -124,6 +130,11 @@ class TrainConfig:
         self.amp = boolean("amp", self.amp)
         self.type_constrained = boolean("type_constrained", self.type_constrained)
         self.compile = boolean("compile", self.compile)
+        self.cuda_graph = boolean("cuda_graph", self.cuda_graph)
+        self.tf32 = boolean("tf32", self.tf32)
+        if self.compile and self.cuda_graph:
+            raise ConfigError("compile: true and cuda_graph: true both capture the step; choose one "
+                              "(cuda_graph captures the optimizer's update too)")
         if self.loss == "MR" and self.negatives in DENSE_NEGATIVES:
             raise ConfigError(f"loss 'MR' needs sampled negatives, not negatives={self.negatives!r}: "
                               "use an integer number of negatives or another loss")

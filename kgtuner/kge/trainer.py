@@ -21,7 +21,8 @@ exactly those rows. It computes what the plain autograd step through ``nn.Embedd
 with torch's ``SparseAdam`` computes (``kgtuner.kge.reference_step`` keeps that step as the yardstick),
 without a host-device synchronisation inside the step loop on CUDA (no ``torch.unique``; losses are
 read back asynchronously). ``compile: true`` runs the loss and its gradient through ``torch.compile``
-(CUDA graphs on CUDA). 1VsAll/kVsAll train by plain autograd.
+(CUDA graphs on CUDA); ``cuda_graph: true`` replays the whole step, optimizer update included, from one
+CUDA graph (:mod:`kgtuner.kge.graph_step`). 1VsAll/kVsAll train by plain autograd.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import torch
 
 from kgtuner.errors import ConfigError
 from kgtuner.kge.config import TrainConfig
+from kgtuner.kge.graph_step import captured_step
 from kgtuner.kge.losses import make_loss
 from kgtuner.kge.models import MODELS
 from kgtuner.kge.optim import _RowSparse, initialize, make_optimizers, scale_lr
@@ -221,6 +223,10 @@ class Trainer:
         #: Merge duplicate rows with ``torch.unique`` (CPU) or keep them (no host sync; static shapes).
         self.dedup_rows = self.device.type == "cpu"
         self._objective = self._compiled_objective() if c.compile else self._rows_objective
+        if self.device.type == "cuda":  # process-wide: set by every trainer, so a tf32 run leaves nothing behind
+            torch.backends.cuda.matmul.fp32_precision = "tf32" if c.tf32 else "ieee"
+        #: ``cuda_graph``: the whole step replayed from one CUDA graph (``step_note`` says whether, or why not)
+        self.graph_step, self.step_note = captured_step(self) if c.cuda_graph else (None, "")
         self._valid_rows: np.ndarray | None = None  # the validation sample (max_valid_triples), drawn once
         # progress (everything below is checkpointed)
         self.step = 0
@@ -259,6 +265,8 @@ class Trainer:
         return contextlib.nullcontext()
 
     def _train_step(self, batch: torch.Tensor) -> torch.Tensor:
+        if self.graph_step is not None and batch.shape[0] == self.cfg.batch_size:
+            return self.graph_step(batch)
         for opt in self.optimizers:
             opt.zero_grad(set_to_none=True)
         if self.row_step:
@@ -554,6 +562,8 @@ class Trainer:
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
         self.best_state = state["best_state"]
+        if self.graph_step is not None:  # the optimizer's state tensors were replaced
+            self.graph_step.reset()
         for k, v in state["progress"].items():
             setattr(self, k, v)
         self._perm_epoch = -1

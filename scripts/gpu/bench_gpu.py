@@ -6,7 +6,8 @@ relations, 4.76 M train triples, Zipf-like entity popularity). Measured in one r
 
 * anchors: device-to-device copy bandwidth and the fp32 GEMM rate (tf32 off);
 * training triples/s of the first engine's step (``old``, ``ReferenceTrainer``), the row step
-  (``new``), the row step compiled with CUDA graphs (``compile: true``) and with bf16 autocast;
+  (``new``), the row step compiled with CUDA graphs (``compile: true``), with bf16 autocast, and the whole step
+  replayed from one CUDA graph (``cuda_graph: true``, :mod:`kgtuner.kge.graph_step`), also with TF32 products;
 * each run's peak GPU memory; the row-sparse Adam step alone (CUDA events) against the bytes it must
   move; the step time against its roofline (GEMM FLOPs at the measured rate plus row traffic at the
   measured copy bandwidth);
@@ -35,6 +36,8 @@ from kgtuner.kge.evaluation import evaluate_filtered
 from kgtuner.kge.reference_step import ReferenceTrainer
 
 DEVICE = "cuda"
+#: the run of the whole step replayed from one CUDA graph (``train.cuda_graph``): the engine target's run
+GRAPH_RUN = "new, cuda_graph: true"
 PAPER_DIM = {"rescal": 1000, "tucker": 500, "conve": 200}
 
 
@@ -267,7 +270,9 @@ def main() -> None:
     trainer = None
     for label, cls, extra in (("old (first engine)", ReferenceTrainer, {}), ("new (row step)", Trainer, {}),
                               ("new, compile: true", Trainer, {"compile": True}),
-                              ("new, bf16 autocast", Trainer, {"amp": True})):
+                              ("new, bf16 autocast", Trainer, {"amp": True}),
+                              (GRAPH_RUN, Trainer, {"cuda_graph": True}),
+                              ("new, cuda_graph + tf32", Trainer, {"cuda_graph": True, "tf32": True})):
         res, tr = train_run(cls, kg, {**cfg, **extra}, args.steps, warmup)
         runs[label] = res
         if label == "new (row step)":
@@ -275,6 +280,9 @@ def main() -> None:
             res.update(adam_probe(tr, reps=5 if args.smoke else 20))
             res["host_syncs_in_step"] = sync_check(tr)
         else:
+            if label == GRAPH_RUN:
+                res["host_syncs_in_step"] = sync_check(tr)
+                res["step_note"] = tr.step_note
             del tr
     fi = FilterIndex.from_graph(kg)
     trainer.model.eval()
@@ -295,7 +303,7 @@ def main() -> None:
         print(f"| train triples/s, {label} | {r['triples_per_s']:,.0f} | {base:,.0f} (old) | "
               f"{r['triples_per_s'] / base:.2f} |")
         print(f"| peak GPU memory, {label} | {r['peak_gib']:.2f} GiB | | |")
-    for label in ("new (row step)", "new, compile: true"):
+    for label in ("new (row step)", "new, compile: true", GRAPH_RUN):
         print(f"| step time vs roofline, {label} | {runs[label]['step_ms']:.3f} ms | {roof * 1e3:.3f} ms roofline "
               f"| {runs[label]['step_ms'] / (roof * 1e3):.1f}x |")
     adam_bw = new["adam_bytes"] / new["adam_s"]
@@ -303,6 +311,7 @@ def main() -> None:
           f"{new['adam_bytes'] / 1e6:.0f} MB | {new['adam_bytes'] / bw * 1e3:.3f} ms at copy bw | "
           f"{adam_bw / bw:.2%} of copy bw |")
     print(f"| host-device syncs inside 5 row steps | {new['host_syncs_in_step']} | | |")
+    print(f"| host-device syncs inside 5 captured steps | {runs[GRAPH_RUN]['host_syncs_in_step']} | | |")
     print(f"| filtered eval, {len(kg.test)} test triples x {kg.num_entities} entities | {eval_s:.3f} s | "
           f"{eval_floor:.3f} s GEMM floor | {eval_s / eval_floor:.1f}x floor |")
     table = model_table(kg, max(3, args.steps // 4), args.smoke) if args.models == "all" else []

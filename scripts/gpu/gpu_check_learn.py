@@ -6,7 +6,10 @@ Three runs, started together (each CPU run on its share of the cores):
 
 * ``device``: ``train.device=DEVICE``, seed 0, ``--steps`` steps (a few thousand);
 * ``cpu0`` / ``cpu1``: ``train.device=cpu``, seeds 0 and 1, only their first validations (``--cpu-steps``).
-  With ``--device cpu`` (smoke runs) the device run *is* the CPU seed-0 run, so ``cpu0`` is not run again.
+  With ``--device cpu`` (smoke runs) the device run *is* the CPU seed-0 run, so ``cpu0`` is not run again;
+* ``graph``: the device run with ``train.cuda_graph=true`` (the whole step replayed from one CUDA graph), and
+  ``tf32``: the same with ``train.tf32=true`` as well: their learning against the eager device run at equal
+  steps (on CPU, ``graph`` runs the same static step eagerly and ``tf32`` is not run).
 
 Writes ``OUT/learn.json`` (every validation of every run, the test metrics, wall times) and each run's
 log and run directory under ``OUT/<run>/``; the targets are applied by ``scripts/gpu/gpu_check_verify.py``.
@@ -75,15 +78,17 @@ def main() -> None:
     config = CONFIG + (SMOKE if args.smoke else []) + [f"train.valid_every={args.valid_every}"]
     cores = os.cpu_count() or 1
     on_cpu = args.device == "cpu"
-    runs = {"device": (args.device, 0, args.steps), "cpu1": ("cpu", 1, args.cpu_steps)}
+    runs = {"device": (args.device, 0, args.steps, []), "cpu1": ("cpu", 1, args.cpu_steps, []),
+            "graph": (args.device, 0, args.steps if not on_cpu else args.cpu_steps, ["train.cuda_graph=true"])}
     if not on_cpu:
-        runs["cpu0"] = ("cpu", 0, args.cpu_steps)
-    n_cpu_runs = sum(dev == "cpu" for dev, _, _ in runs.values())
+        runs["cpu0"] = ("cpu", 0, args.cpu_steps, [])
+        runs["tf32"] = (args.device, 0, args.steps, ["train.cuda_graph=true", "train.tf32=true"])
+    n_cpu_runs = sum(dev == "cpu" for dev, _, _, _ in runs.values())
     threads = max(1, (cores - (0 if on_cpu else 1)) // n_cpu_runs)
     procs = {name: _run(name, args.out, data + config + [f"train.device={dev}", f"train.seed={seed}",
-                                                          f"train.max_steps={steps}"],
+                                                          f"train.max_steps={steps}", *extra],
                         threads if dev == "cpu" else 1)
-             for name, (dev, seed, steps) in runs.items()}
+             for name, (dev, seed, steps, extra) in runs.items()}
     results = {name: _result(name, args.out, p) for name, p in procs.items()}
     if on_cpu:  # the device run is the CPU seed-0 run: its first validations are cpu0's
         d = results["device"]

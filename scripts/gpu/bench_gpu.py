@@ -195,12 +195,20 @@ def model_plan(steps: int, smoke: bool) -> list[tuple[dict, int, int]]:
     return fast + slow
 
 
-def model_table(kg: KnowledgeGraph, steps: int, smoke: bool, on_row=None) -> list[dict]:
+def model_table(kg: KnowledgeGraph, steps: int, smoke: bool, on_row=None, budget_s: float | None = None) -> list[dict]:
     """The rows of :func:`model_plan`, measured in its order (``on_row(row)`` after each, so a run stopped at its
-    time limit keeps what it measured)."""
+    time limit keeps what it measured). ``budget_s``: a row is not started once that many seconds have passed; it
+    is recorded as ``skipped`` (the slow rows come last, so they are the ones a short budget leaves out)."""
     rows = []
+    t0 = time.perf_counter()
     for cfg, n_steps, warmup in model_plan(steps, smoke):
         name, dim, negatives = cfg["model"], cfg["dim"], cfg["negatives"]
+        if budget_s is not None and time.perf_counter() - t0 >= budget_s:
+            rows.append({"model": name, "dim": dim, "negatives": negatives,
+                         "skipped": f"not started: the table's {budget_s:.0f} s budget was spent"})
+            if on_row is not None:
+                on_row(rows[-1])
+            continue
         try:
             res, trainer = train_run(Trainer, kg, cfg, n_steps, warmup=warmup)
             rows.append({"model": name, "dim": dim, "negatives": negatives, **res})
@@ -218,8 +226,8 @@ def print_model_header() -> None:
 
 
 def print_model_row(r: dict) -> None:
-    if "error" in r:
-        print(f"| {r['model']} | {r['dim']} | {r['negatives']} | {r['error']} | | |", flush=True)
+    if "error" in r or "skipped" in r:
+        print(f"| {r['model']} | {r['dim']} | {r['negatives']} | {r.get('error') or r['skipped']} | | |", flush=True)
     else:
         print(f"| {r['model']} | {r['dim']} | {r['negatives']} | {r['triples_per_s']:,.0f} | "
               f"{r['step_ms']:.2f} | {r['peak_gib']:.2f} |", flush=True)
@@ -242,6 +250,8 @@ def main() -> None:
     ap.add_argument("--eval-triples", type=int, default=5_000)
     ap.add_argument("--models", choices=["main", "all", "table"], default="main",
                     help="main: the main configuration; table: every model only; all: both")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="model table: start no row after this many seconds (the rest are recorded as skipped)")
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run of every code path of this script")
     args = ap.parse_args()
     global DEVICE
@@ -256,7 +266,7 @@ def main() -> None:
     kg = synthetic_graph(args.entities, args.relations, args.train_triples, args.eval_triples)
     if args.models == "table":  # every model only (scripts/gpu/gpu_check.sh runs it as its own step)
         print_model_header()
-        table = model_table(kg, max(3, args.steps), args.smoke, on_row=print_model_row)
+        table = model_table(kg, max(3, args.steps), args.smoke, on_row=print_model_row, budget_s=args.budget)
         print(json.dumps({"models": table}, default=float))
         return
     bw = copy_bandwidth(2 << 30 if DEVICE == "cuda" else 1 << 24)

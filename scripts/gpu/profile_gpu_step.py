@@ -1,6 +1,7 @@
 """Where the row step's time goes on a GPU: torch.profiler over the main configuration of bench_gpu.py.
 
-Prints, for the new row step (and the first engine's step as its anchor), the wall time per step, the
+Prints, for the new row step, the whole step replayed from one CUDA graph (``train.cuda_graph``), and the first
+engine's step as their anchor, the wall time per step, the
 GPU's busy time per step (sum of kernel times) and the top operators by self CUDA time and by self CPU
 time. A step far above its roofline is either GPU-bound (kernels) or host-bound (launch overhead,
 synchronisations); the two totals say which.
@@ -76,6 +77,7 @@ def main():
     cfg = {"model": "complex", "dim": dim, "batch_size": 1024, "negatives": 512, "loss": "BCE_adv",
            "regularizer": "DURA", "reg_weight": 1e-3, "optimizer": "Adam", "lr": 1e-3}
     res = [profile_run("new (row step)", Trainer, kg, cfg, args.steps, args.out),
+           profile_run("captured (cuda_graph: true)", Trainer, kg, {**cfg, "cuda_graph": True}, args.steps, args.out),
            profile_run("old (first engine)", ReferenceTrainer, kg, cfg, args.steps, args.out)]
     pathlib.Path(args.out, "profile_gpu_step.json").write_text(json.dumps(res, indent=1))
 

@@ -31,8 +31,8 @@ def _cfg(**over):
 # ------------------------------------------------------------------ the plan and the resource callable
 def test_the_default_plans_one_trial_per_gpu_in_every_stage():
     trial = _trial(gpus=1)
-    assert trial.stage1_per_gpu == 1
-    plan = plan_resources(trial, num_gpus=2, num_cpus=4, packed=(1,))
+    assert trial.stage1_per_gpu == "auto"  # the default: without a known GPU memory it packs nothing
+    plan = plan_resources(trial, num_gpus=2, num_cpus=4, packed=(1,), gpu_memory=None)
     assert plan.stages == {} and plan.slots == plan.max_slots == 2
     assert plan.trial_resources() == {"gpu": 1, "cpu": 2.0}  # a plain dict: Tune's behaviour as before
     assert plan.slots_of(1) == plan.slots_of(2) == 2
@@ -86,6 +86,7 @@ def test_a_bad_stage1_per_gpu_is_refused_naming_the_key(value):
     with pytest.raises(ConfigError, match=r"trial\.stage1_per_gpu") as err:
         ExperimentSettings.from_config(_cfg(**{"trial.stage1_per_gpu": value}))
     assert "\n" not in str(err.value)
+    assert repr(value) in str(err.value) and "trial.stage1_per_gpu=auto" in str(err.value)  # the value and the fix
 
 
 def test_stage1_per_gpu_must_leave_whole_gpus_above_one():
@@ -93,15 +94,15 @@ def test_stage1_per_gpu_must_leave_whole_gpus_above_one():
         ExperimentSettings.from_config(_cfg(**{"trial.gpus": 3, "trial.stage1_per_gpu": 2}))
     ok = ExperimentSettings.from_config(_cfg(**{"trial.gpus": 4, "trial.stage1_per_gpu": 2}))
     assert ok.trial.stage1_per_gpu == 2
-    assert ExperimentSettings.from_config(_cfg()).trial.stage1_per_gpu == 1
+    assert ExperimentSettings.from_config(_cfg()).trial.stage1_per_gpu == "auto"
 
 
-def test_only_kgtuners_stage1_is_packed():
+def test_kgtuners_stage1_is_packed_and_a_one_stage_search_only_when_asked():
     kgtuner = ExperimentSettings.from_config(_cfg()).make_strategy()
     asha = ExperimentSettings.from_config(_cfg(**{"search.name": "kgtuner_asha", "search.early_stop": "asha"}))
     random = ExperimentSettings.from_config(_cfg(search={"name": "random"})).make_strategy()
-    assert kgtuner.packed_stages == (1,) and asha.make_strategy().packed_stages == (1,)
-    assert random.packed_stages == ()
+    assert set(kgtuner.packed_stages) == {1} and set(asha.make_strategy().packed_stages) == {1}
+    assert random.packed_stages == {}  # trial.pack_one_stage=true packs it (tests/test_packing_auto.py)
 
 
 # ------------------------------------------------------------------ per-stage concurrency

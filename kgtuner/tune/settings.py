@@ -16,7 +16,7 @@ from kgtuner.cluster.ray_cluster import CLUSTER_KEYS
 from kgtuner.tune.strategies import strategy_class
 from kgtuner.tune.keys import check_keys
 from kgtuner.tune.trackers import TrackerSettings
-from kgtuner.validation import number
+from kgtuner.validation import boolean, number
 
 #: The config groups of the launcher (conf/config.yaml's defaults).
 GROUPS = ("data", "model", "space", "search", "budget", "trial", "cluster")
@@ -26,8 +26,10 @@ TOP_LEVEL_KEYS = GROUPS + ("name", "seed", "resume", "final", "answer", "hydra",
 #: Keys of the ``data`` group (conf/data/*.yaml; read by kgtuner.data.from_config).
 DATA_KEYS = ("name", "path", "unseen", "ogb_root")
 BUDGET_KEYS = ("seconds", "trials", "grace_fraction")
-TRIAL_KEYS = ("gpus", "cpus", "stage1_per_gpu", "max_failures", "checkpoint_every_s", "stage1", "stage2",
-              "inject_failures")
+TRIAL_KEYS = ("gpus", "cpus", "stage1_per_gpu", "pack_one_stage", "gpu_memory_gb", "max_failures",
+              "checkpoint_every_s", "stage1", "stage2", "engine", "inject_failures")
+#: ``trial.engine``: how every trial's step runs (kgtuner.kge.TrainConfig's names; no hyper-parameter among them).
+ENGINE_KEYS = ("amp", "compile", "cuda_graph", "tf32")
 STAGE_KEYS = ("max_steps", "valid_every", "patience", "max_valid_triples")
 FINAL_KEYS = ("seeds",)
 
@@ -76,6 +78,18 @@ class StageControls:
                 "max_valid_triples": self.max_valid_triples}
 
 
+def _per_gpu(value: Any) -> int | str:
+    """``trial.stage1_per_gpu``: ``"auto"`` or a whole number >= 1, else a ConfigError naming the key, value and fix."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        return number("trial.stage1_per_gpu", value, integer=True, minimum=1)
+    except ConfigError:
+        raise ConfigError(f"trial.stage1_per_gpu must be auto or a whole number >= 1 (trials per GPU in the packed "
+                          f"stages), got {value!r}: set trial.stage1_per_gpu=auto (k from the trials' memory and the "
+                          "CPUs per GPU) or e.g. trial.stage1_per_gpu=2") from None
+
+
 @dataclass(frozen=True)
 class TrialSettings:
     """Resources and controls of every trial (config group ``trial``)."""
@@ -87,7 +101,13 @@ class TrialSettings:
     stage1: StageControls
     stage2: StageControls
     inject_failures: tuple[int, ...] = ()
-    stage1_per_gpu: int = 1  # trials of a packed stage (KGTuner's stage 1) per GPU share (fractional GPUs)
+    # trials of a packed stage (KGTuner's stage 1, GraSH's subgraph rounds, a one-stage search with pack_one_stage)
+    # per GPU share (fractional GPUs): an integer, or "auto" (from the trials' memory and the CPUs per GPU)
+    stage1_per_gpu: int | str = "auto"
+    pack_one_stage: bool = False  # the one-stage searches pack their trials too
+    gpu_memory_gb: float | None = None  # one GPU's memory for "auto" when the driver cannot see it (None: detect)
+    #: ``trial.engine``: engine switches of every trial (``ENGINE_KEYS``: amp, compile, cuda_graph, tf32)
+    engine: dict = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any]) -> "TrialSettings":
@@ -103,14 +123,17 @@ class TrialSettings:
                 isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in inject):
             raise ConfigError(f"trial.inject_failures must be a list of trial numbers (0, 1, ...), got {inject!r}")
         gpus = number("trial.gpus", cfg.get("gpus", 1), minimum=0)
-        per_gpu = number("trial.stage1_per_gpu", cfg.get("stage1_per_gpu", 1), integer=True, minimum=1)
-        if gpus / per_gpu > 1 and abs(gpus / per_gpu - round(gpus / per_gpu)) > 1e-9:
+        per_gpu = _per_gpu(cfg.get("stage1_per_gpu", "auto"))
+        if per_gpu != "auto" and gpus / per_gpu > 1 and abs(gpus / per_gpu - round(gpus / per_gpu)) > 1e-9:
             raise ConfigError(f"trial.stage1_per_gpu={per_gpu} gives stage-1 trials {gpus / per_gpu:g} GPUs each "
                               f"(trial.gpus={gpus:g}); Ray needs a whole number of GPUs above one: choose a divisor "
                               "of trial.gpus")
         return cls(
             gpus=gpus,
             stage1_per_gpu=per_gpu,
+            pack_one_stage=boolean("trial.pack_one_stage", cfg.get("pack_one_stage", False)),
+            gpu_memory_gb=number("trial.gpu_memory_gb", cfg.get("gpu_memory_gb"), minimum=0, low_open=True,
+                                 allow_none=True),
             cpus=cpus,
             max_failures=number("trial.max_failures", cfg.get("max_failures", 2), integer=True, minimum=0),
             checkpoint_every_s=number("trial.checkpoint_every_s", cfg.get("checkpoint_every_s", 60.0), minimum=0,
@@ -118,7 +141,23 @@ class TrialSettings:
             stage1=StageControls.from_mapping("trial.stage1", cfg.get("stage1")),
             stage2=StageControls.from_mapping("trial.stage2", cfg.get("stage2")),
             inject_failures=tuple(int(i) for i in inject),
+            engine=_engine(cfg.get("engine")),
         )
+
+
+def _engine(cfg: Mapping[str, Any] | None) -> dict:
+    """``trial.engine``: ``{switch: bool}`` for the switches set (``ENGINE_KEYS``); an unknown key or a value that is
+    not a boolean is a ConfigError naming it."""
+    if cfg is not None and not isinstance(cfg, Mapping):
+        raise ConfigError(f"trial.engine must be a mapping of {', '.join(ENGINE_KEYS)} to true/false, got {cfg!r} "
+                          "(e.g. trial.engine.cuda_graph=true)")
+    cfg = dict(cfg or {})
+    check_keys(cfg, ENGINE_KEYS, prefix="trial.engine.", owner="trial.engine")
+    out = {k: boolean(f"trial.engine.{k}", v) for k, v in cfg.items() if v is not None}
+    if out.get("compile") and out.get("cuda_graph"):
+        raise ConfigError("trial.engine.compile and trial.engine.cuda_graph both capture the step; choose one "
+                          "(cuda_graph captures the optimizer's update too)")
+    return out
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,7 @@ def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
     from kgtuner.tune.answer_model import final_checkpoint, final_record, report_final
     from kgtuner.tune.deadlines import DeadlineWatch, mark_ready
     from kgtuner.cluster.metrics import TrialMetrics
+    from kgtuner.cluster.packing import limit_gpu_memory
 
     torch.set_num_threads(_thread_count())
     hp, meta = split_config(config)
@@ -178,6 +179,7 @@ def kgtuner_trial(config: dict, *, graphs: dict, stages: dict, model: str,
         final("stopped", "stage ended before the trial started")
         return
     try:
+        limit_gpu_memory()  # a packed trial (GPU share g < 1) allocates at most 0.95 g of its GPU: an OOM stays its own
         if int(meta.get("trial_index", -1)) in set(inject_failures):
             raise InjectedFailure(f"injected failure for trial number {meta['trial_index']} "
                                   "(test-only option trial.inject_failures)")

@@ -11,8 +11,9 @@ strategy:
   the budget of stage 1, when it has stages), :meth:`early_stop_policy` (may ``search.early_stop`` be
   set) and :meth:`trial_controls` (the training controls of each stage, for the ASHA checks);
 * which graphs it needs (:meth:`prepare` gets the full graph and samples what else it trains on;
-  :meth:`graphs`), its stages and their deadlines (:meth:`stages`: graph, training controls, active
-  second at which the stage ends), its searcher (:meth:`searcher`, usually a
+  :meth:`graphs`), the stages whose small trials share GPUs (:attr:`packed_stages`), its stages and
+  their deadlines (:meth:`stages`: graph, training controls, active second at which the stage ends),
+  its searcher (:meth:`searcher`, usually a
   :class:`~kgtuner.tune.strategies.meta.MetaSearcher`) and scheduler (:meth:`scheduler`);
 * how it picks the answer (:meth:`best_row`, :meth:`answer_stage`, :meth:`from_subgraph`,
   :meth:`stage1_sizes`, :meth:`warnings`, :meth:`describe_answer`), and what it adds to the summary
@@ -73,8 +74,8 @@ def graph_key(graph) -> str:
 
 
 def train_controls(settings, stage_controls) -> dict:
-    """The trainable's controls for a stage: ``trial.stageN`` plus the model's options."""
-    out = {**stage_controls.as_train_dict(), "max_epochs": None}
+    """The trainable's controls for a stage: ``trial.stageN``, ``trial.engine`` and the model's options."""
+    out = {**stage_controls.as_train_dict(), "max_epochs": None, **getattr(settings.trial, "engine", {})}
     options = settings.model.get("options")
     if options:
         out["model_options"] = dict(options)
@@ -93,8 +94,6 @@ class Strategy:
     #: ``search`` sub-groups holding a searcher's keyword arguments -> the searcher kind they configure
     #: (``kgtuner.search.factory.check_searcher_keys`` checks them before Ray starts; see :meth:`searcher_kinds`).
     searcher_groups: ClassVar[dict[str, str]] = {}
-    #: Stages whose small trials may share a GPU, ``trial.stage1_per_gpu`` at a time (fractional GPUs).
-    packed_stages: ClassVar[tuple[int, ...]] = ()
 
     def __init__(self, settings):
         self.settings = settings
@@ -212,6 +211,35 @@ class Strategy:
     def graphs(self) -> dict[str, Any]:
         """Graph key -> KnowledgeGraph of every distinct graph the trials train on."""
         return {graph_key(self.full): self.full}
+
+    @property
+    def packed_stages(self) -> dict[int, Any]:
+        """Stage -> its largest trial (:class:`kgtuner.cluster.packing.TrialSize`; None before :meth:`prepare`) of each
+        stage whose small trials may share a GPU, ``trial.stage1_per_gpu`` at a time (fractional GPUs); the sizes let
+        ``trial.stage1_per_gpu=auto`` choose k from their memory. Empty by default: nothing is packed."""
+        return {}
+
+    def trial_size(self, graph) -> Any:
+        """The largest trial the search's space can draw on ``graph`` (None before :meth:`prepare`): its entities and
+        relations, the space's largest dim, batch size and negatives, the model (``kgtuner.cluster.packing``)."""
+        if graph is None or self.full is None:
+            return None
+        from kgtuner.cluster.packing import stage_size
+
+        if getattr(self, "_size_space", None) is None:
+            self._size_space = self.space(self.full.name)
+        return stage_size(self._size_space, graph, model=self.settings.model_name,
+                          model_options=self.settings.model.get("options"))
+
+    def packing_text(self, stage: int, slots: int) -> str:
+        """The start-up line's words for a packed ``stage`` (empty when it is not packed on this cluster):
+        ``N concurrent trials, {resources} each (trial.stage1_per_gpu=k)``."""
+        if stage not in self.packing:
+            return ""
+        share, n = self.packing[stage]
+        setting = self.settings.trial.stage1_per_gpu
+        k = f"auto: {n // max(1, slots)} per GPU" if setting == "auto" else setting
+        return f"{n} concurrent trials, {share} each (trial.stage1_per_gpu={k})"
 
     def notes(self) -> list[str]:
         """Log lines after :meth:`prepare` (e.g. GraSH's rounds)."""

@@ -23,6 +23,12 @@ each round; a trial cannot change its graph mid-run, so each round's configurati
 trials, chosen by :class:`GraSHSearcher` inside the one Tune run the
 coordinator drives (trial config meta ``stage`` = round + 1).
 
+Packing (``trial.stage1_per_gpu``, fractional GPUs): the rounds that train on a subgraph -- every round but the last
+with ``variant: combined`` or ``graph``, none with ``variant: epoch`` (its rounds train on the full graph, fewer
+steps, so a trial needs a whole trial's memory) -- are the small trials: k of them share each GPU share, and the
+last round's trials get whole ones again. Their trials are told apart by the config's ``stage`` (round + 1), as
+KGTuner's stages are; the searcher caps each packed round at its own concurrency, the others at the slots.
+
 Budget (the same active-seconds accounting as every search): with ``budget.seconds`` = B, round r
 ends by (r+1) B / R at the latest (its running trials then stop at their next step, ranked by their
 best validation MRR so far); with ``num_configs: null`` round 0 draws configurations until its
@@ -260,6 +266,7 @@ class GraSHSearcher(MetaSearcher):
         round_ends: active second by which each round ends (``inf`` under a trial budget).
         end_s: active second at which the search stops.
         max_concurrent: trials of the current round running at once (None: no limit).
+        stage_limits: a packed round's own cap (stage -> trials at once; ``trial.stage1_per_gpu``).
     """
 
     def __init__(self, initial: Searcher, *, rounds: int, eta: int, n: int | None = None,
@@ -413,6 +420,13 @@ class GraSH(Strategy):
     def graphs(self) -> dict[str, Any]:
         return self.plan.graphs()
 
+    @property
+    def packed_stages(self) -> dict[int, Any]:
+        """The rounds on a subgraph (graph share < 1: all but the last, except with ``variant: epoch``)."""
+        rounds = self.plan.rounds if self.plan is not None else None
+        return {f.round + 1: self.trial_size(rounds[f.round].graph) if rounds else None
+                for f in self.options.fidelities() if f.graph_share < 1.0}
+
     def notes(self) -> list[str]:
         return [f"GraSH rounds ({self.options.variant}, eta {self.options.eta}): {self.plan.describe()}"]
 
@@ -437,13 +451,16 @@ class GraSH(Strategy):
         initial = make_searcher(s.search, space, metric="valid_mrr", mode="max", max_concurrent=None, seed=s.seed,
                                 kind="random", points_to_evaluate=self.points())  # round 1: random search
         return GraSHSearcher(initial, rounds=config.rounds, eta=config.eta, n=config.initial_configs(s.budget),
-                             round_ends=config.round_ends(s.budget), end_s=s.budget.end_s, max_concurrent=slots)
+                             round_ends=config.round_ends(s.budget), end_s=s.budget.end_s, max_concurrent=slots,
+                             stage_limits={stage: n for stage, (_, n) in self.packing.items()})
 
     def describe(self, space_name: str, slots: int, resources: dict) -> str:
         n = self.options.initial_configs(self.settings.budget)
         return (f"GraSH: {self.options.rounds} rounds of successive halving (eta {self.options.eta}) from "
                 f"{n or 'as many as round 1 can start'} random configurations of the '{space_name}' space; "
-                f"budget {self.budget_text()}; {slots} concurrent trials, {resources} each")
+                f"budget {self.budget_text()}; "
+                + "".join(f"round {r}: {self.packing_text(r, slots)}; " for r in sorted(self.packing))
+                + ("other rounds: " if self.packing else "") + f"{slots} concurrent trials, {resources} each")
 
     # ------------------------------------------------------------------ the answer and the summary
     def best_row(self, store) -> dict | None:

@@ -340,7 +340,6 @@ class KGTuner(Strategy):
 
     names = ("kgtuner",)
     two_stage = True
-    packed_stages = (1,)  # trial.stage1_per_gpu: small stage-1 trials share a GPU; stage 2 gets whole ones
     search_keys = ("subgraph_ratio", "subgraph_sampler", "stage1_fraction", "top_k", "stage2_start")
     searcher_groups = {"searcher": "rf_bore", "stage2_searcher": "stage2"}
 
@@ -392,6 +391,11 @@ class KGTuner(Strategy):
 
     def graphs(self) -> dict[str, Any]:
         return {graph_key(self.sub): self.sub, graph_key(self.full): self.full}
+
+    @property
+    def packed_stages(self) -> dict[int, Any]:
+        """Stage 1 (small trials on the subgraph, at stage 1's sizes) shares GPUs; stage 2 gets whole ones."""
+        return {1: self.trial_size(self.sub)}
 
     def data_note(self) -> str:
         sub = self.sub
@@ -449,8 +453,7 @@ class KGTuner(Strategy):
         s = self.settings
         return (f"KGTuner: stage 1 (RF+BORE on the subgraph) then stage 2 (top-{self.options.top_k} expanded, "
                 f"full graph); budget {self.budget_text()}, switch at {s.budget.stage1_fraction:g} of it; "
-                + (f"stage 1: {self.packing[1][1]} concurrent trials, {self.packing[1][0]} each "
-                   f"(trial.stage1_per_gpu={s.trial.stage1_per_gpu}), stage 2: " if 1 in self.packing else "")
+                + (f"stage 1: {self.packing_text(1, slots)}, stage 2: " if 1 in self.packing else "")
                 + f"{slots} concurrent trials, {resources} each")
 
     # ------------------------------------------------------------------ the answer and the summary

@@ -4,6 +4,10 @@ The searcher is ``kgtuner.search.make_searcher``'s (``search.searcher`` its argu
 ``space`` group -- the full space by default (``conf/search/<name>.yaml`` overrides the space group),
 as in the paper's comparison. ``search.early_stop=asha`` works with ``random`` and ``rf_bore`` (their
 searchers take a trial stopped at a rung as a low-fidelity observation), not with ``tpe``.
+
+Packing: only where the user asks, ``trial.pack_one_stage=true``: the one stage (config ``stage`` 1) then runs
+``trial.stage1_per_gpu`` trials per GPU share (``auto``: from the memory of the largest trial the space can draw on
+the full graph), and the searcher keeps that many running.
 """
 
 from __future__ import annotations
@@ -85,10 +89,16 @@ class OneStage(Strategy):
                            f"search=kgtuner_asha), not search={name}: its searcher cannot take a stopped trial as a "
                            "low-fidelity observation; drop search.early_stop or choose another search")
 
+    @property
+    def packed_stages(self) -> dict[int, Any]:
+        """The one stage, with ``trial.pack_one_stage=true`` (the full graph at the space's largest sizes)."""
+        return {1: self.trial_size(self.full)} if self.settings.trial.pack_one_stage else {}
+
     def searcher(self, space, slots: int) -> OneStageSearcher:
         from kgtuner.search import make_searcher
 
         s = self.settings
+        slots = self.packing.get(1, (None, slots))[1]  # trial.pack_one_stage: k trials per GPU share
         inner = make_searcher(s.search, space, metric="valid_mrr", mode="max", max_concurrent=slots, seed=s.seed,
                               kind=s.search_name, points_to_evaluate=self.points())
         if self.warm_groups():
@@ -101,7 +111,9 @@ class OneStage(Strategy):
 
     def describe(self, space_name: str, slots: int, resources: dict) -> str:
         return (f"one-stage {self.settings.search_name} search on the full graph over the '{space_name}' space; "
-                f"budget {self.budget_text()}; {slots} concurrent trials, {resources} each")
+                f"budget {self.budget_text()}; "
+                + (self.packing_text(1, slots) if 1 in self.packing
+                   else f"{slots} concurrent trials, {resources} each"))
 
     def describe_answer(self, best: dict, state, early_stopped: bool) -> dict:
         name = self.settings.search_name

@@ -10,7 +10,7 @@ res=/tmp/gpu_check
 PYTHON=python3 bash scripts/gpu/gpu_check.sh --out "$res" --limit "${LIMIT:-420}" 2>&1 | tee "$OUT/console.log"
 rc=${PIPESTATUS[0]}
 cp "$res/summary.txt" "$res/summary.json" "$OUT/" 2>/dev/null
-cp "$res/engine/engine.log" "$res/models/models.log" "$OUT/" 2>/dev/null
+cp "$res/engine/engine.log" "$res/models/models.log" "$res/packing/packing.json" "$OUT/" 2>/dev/null
 tar -czf "$OUT/gpu_check.tar.gz" --exclude=embeddings.npz -C "$res" .
 ls -la "$OUT"
 echo "gpu_check.sh exit status $rc"

@@ -50,9 +50,9 @@ def test_parameter_floats_count_each_models_rows():
 def test_trial_bytes_follow_the_documented_formula():
     floats = 1000 * 100 + 2 * 10 * 100
     sampled = trial_bytes(model="complex", entities=1000, relations=10, dim=100, batch_size=128, negatives=32)
-    assert sampled == 4 * floats * 3 + 4 * 4 * 128 * (32 + 2) * 100 + 500 * MB  # parameters + Adam; activations
+    assert sampled == 4 * floats * 4 + 4 * 4 * 128 * (32 + 2) * 100 + 500 * MB  # parameters, Adam, best; activations
     dense = trial_bytes(model="complex", entities=1000, relations=10, dim=100, batch_size=128, negatives=None)
-    assert dense == 4 * floats * 4 + 4 * (4 * 128 * 1000 + 2 * 1000 * 100) + 500 * MB  # dense gradient; scores
+    assert dense == 4 * floats * 5 + 4 * (4 * 128 * 1000 + 2 * 1000 * 100) + 500 * MB  # dense gradient; scores
     assert trial_bytes(model="complex", entities=1000, relations=10, dim=200, batch_size=128, negatives=32) > sampled
 
 
@@ -95,9 +95,13 @@ def test_an_unknown_memory_or_trial_gives_one():
 
 
 def test_multi_gpu_trials_keep_rays_whole_gpu_rule():
-    # trial.gpus=2: k trials share 2 GPUs; 3 would ask 0.667 GPU each (fine), never 1.5
-    assert choose_per_gpu(trial_bytes=1 * GB, gpu_memory=80 * GB, cpus_per_gpu=1.5, gpus_per_trial=2).k == 3
+    # trial.gpus=2: k trials share 2 GPUs; never 1.5 GPUs each, nor 0.667 (Ray fits one such trial a GPU: k=2)
+    assert choose_per_gpu(trial_bytes=1 * GB, gpu_memory=80 * GB, cpus_per_gpu=1.5, gpus_per_trial=2).k == 2
     assert choose_per_gpu(trial_bytes=30 * GB, gpu_memory=80 * GB, cpus_per_gpu=8, gpus_per_trial=2).k == 4
+
+
+def test_a_share_below_one_gpu_is_one_mth_of_it():
+    assert choose_per_gpu(trial_bytes=1 * GB, gpu_memory=80 * GB, cpus_per_gpu=4, gpus_per_trial=2).k == 8  # 1/4 each
 
 
 def test_the_papers_stage1_on_biokg_packs_eight_and_the_demo_on_cpus_one():
@@ -115,7 +119,7 @@ def test_the_papers_stage1_on_biokg_packs_eight_and_the_demo_on_cpus_one():
 # ------------------------------------------------------------------ the plan with auto
 def _size(gb: float) -> TrialSize:
     """A TrialSize of about ``gb`` GB (sampled negatives: the parameters dominate)."""
-    entities = int((gb * GB - 500 * MB) / (4 * 3 * 100))
+    entities = int((gb * GB - 500 * MB) / (4 * 4 * 100))
     return TrialSize(entities=entities, relations=1, dim=100, batch_size=1, negatives=1)
 
 
@@ -173,6 +177,9 @@ def test_memory_fraction_of_a_trials_resources():
     assert memory_fraction({"gpu": 0.5, "cpu": 1.0}) == pytest.approx(0.475)  # a plan's share
     assert memory_fraction({"GPU": 1.0}) is None and memory_fraction({"CPU": 2.0}) is None
     assert memory_fraction(None) is None
+    # the CUDA context (500 MB) each packed process holds outside the allocator comes off its share
+    assert memory_fraction({"GPU": 0.125}, gpu_memory=24 * GB) == pytest.approx(0.95 * 0.125 - 0.5 / 24, abs=1e-6)
+    assert memory_fraction({"GPU": 0.125}, gpu_memory=1 * GB) == pytest.approx(0.05 * 0.125)  # never below 5%
 
 
 class FakeCuda:
@@ -187,6 +194,8 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: self.available)
         monkeypatch.setattr(torch.cuda, "is_initialized", lambda: self.initialized)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: self.devices)
+        monkeypatch.setattr(torch.cuda, "get_device_properties",
+                            lambda device: type("Props", (), {"total_memory": 80 * GB})())
         monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
                             lambda fraction, device=None: self.calls.append((fraction, device)))
         return self
@@ -200,8 +209,9 @@ def test_limit_gpu_memory_is_a_no_op_without_cuda(monkeypatch):
 
 def test_a_packed_trial_caps_its_allocations_on_its_device(monkeypatch):
     cuda = FakeCuda(devices=1).install(monkeypatch)
-    assert limit_gpu_memory({"GPU": 0.25, "CPU": 1.0}) == pytest.approx(0.2375)
-    assert cuda.calls == [(pytest.approx(0.2375), 0)]
+    share = 0.95 * 0.25 - 0.5 / 80  # its share less its CUDA context, of an 80 GB GPU
+    assert limit_gpu_memory({"GPU": 0.25, "CPU": 1.0}) == pytest.approx(share, abs=1e-6)
+    assert cuda.calls == [(pytest.approx(share, abs=1e-6), 0)]
 
 
 def test_a_whole_gpu_trial_sets_nothing_or_lifts_a_reused_workers_cap(monkeypatch):
@@ -366,7 +376,7 @@ def test_a_trial_keeps_to_its_share_and_an_out_of_memory_fails_that_trial_only(m
 def test_nvidia_smi_memory_reads_the_smallest_gpu_without_a_cuda_context():
     import subprocess
 
-    listing = "81559, NVIDIA H100 80GB HBM3\n40960, NVIDIA A100-SXM4-40GB\n"
+    listing = "81559, Disabled, NVIDIA H100 80GB HBM3\n40960, [N/A], NVIDIA A100-SXM4-40GB\n"
     ok = lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, stdout=listing)  # noqa: E731
     assert packing.nvidia_smi_memory(run=ok) == (40960 * 2 ** 20, "nvidia-smi: NVIDIA A100-SXM4-40GB")
 
@@ -374,5 +384,18 @@ def test_nvidia_smi_memory_reads_the_smallest_gpu_without_a_cuda_context():
         raise subprocess.CalledProcessError(9, cmd)
 
     assert packing.nvidia_smi_memory(run=failing) is None
-    garbled = lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, stdout="N/A, weird\n")  # noqa: E731
+    garbled = lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, stdout="N/A, N/A, weird\n")  # noqa: E731
     assert packing.nvidia_smi_memory(run=garbled) is None
+    mig = lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, stdout="81559, Enabled, NVIDIA H100\n")  # noqa: E731
+    assert packing.nvidia_smi_memory(run=mig) is None  # the whole GPU's memory, not the MIG instance's
+
+
+@pytest.mark.parametrize("gpus,k,ok", [(2, 3, False), (3, 2, False), (2, 4, True), (4, 2, True), (1, 3, True)])
+def test_an_integer_k_must_give_a_share_ray_places_without_waste(gpus, k, ok):
+    cfg = {"gpus": gpus, "stage1_per_gpu": k, "stage1": {"max_steps": 10, "valid_every": 5, "patience": 2},
+           "stage2": {"max_steps": 10, "valid_every": 5, "patience": 2}}
+    if ok:
+        assert TrialSettings.from_mapping(cfg).stage1_per_gpu == k
+    else:
+        with pytest.raises(ConfigError, match=rf"trial.stage1_per_gpu={k} gives stage-1 trials .* 1/m of one"):
+            TrialSettings.from_mapping(cfg)

@@ -7,8 +7,8 @@ The estimate is a handful of pure functions with explicit parameters (unit-teste
   per row in kgtuner's models: ComplEx's dim/2 complex numbers are dim floats, see ``kgtuner.kge.models``), relation
   rows ``2R x w`` (reciprocal relations counted, whether or not the trial draws them; ``w = dim``, RESCAL ``dim^2``,
   RotatE ``dim/2``), plus TuckER's ``dim^3`` core and ConvE's projection (``2 x channels x dim^2``);
-* :func:`trial_bytes`: ``4 B x floats x 3`` (the parameters and Adam's two moments; a sampled-negatives trial's
-  gradient is row-sparse) -- ``x 4`` with 1VsAll/kVsAll, whose gradient is dense --, plus the batch's activations,
+* :func:`trial_bytes`: ``4 B x floats x 4`` (the parameters, Adam's two moments and the best-validation clone; a
+  sampled-negatives trial's gradient is row-sparse) -- ``x 5`` with 1VsAll/kVsAll, whose gradient is dense --, plus the batch's activations,
   ``4 B x ACTIVATION_FACTOR x batch x (negatives + 2) x dim`` with sampled negatives (the gathered rows, their dropout
   copies and gradients) or ``4 B x (ACTIVATION_FACTOR x batch x E + 2 x E x dim)`` with 1VsAll/kVsAll (the score
   matrix of one GEMM and its gradient; the dropped-out entity table and its gradient), plus the CUDA context of the
@@ -35,9 +35,10 @@ from typing import Any, Mapping
 
 GB = 1e9
 BYTES_PER_FLOAT = 4
-#: Copies of every parameter a trial holds: the parameter and Adam's two moments (sampled negatives: row-sparse
-#: gradients); 1VsAll/kVsAll add a dense gradient (one copy more).
-OPTIMIZER_COPIES = 3
+#: Copies of every parameter a trial holds: the parameter, Adam's two moments (sampled negatives: row-sparse
+#: gradients) and the best-validation clone the trainer keeps; 1VsAll/kVsAll add a dense gradient (one copy more).
+#: (A checkpoint's state_dict copies them once more for a moment; the headroom covers it.)
+OPTIMIZER_COPIES = 4
 #: Activation tensors kept per gathered row or score (forward value, dropout copy, gradient, one temporary).
 ACTIVATION_FACTOR = 4
 #: A CUDA context per trial process (the runtime, cuBLAS workspaces, the caching allocator's slack).
@@ -138,11 +139,19 @@ class PackingChoice:
     reason: str
 
 
+def ray_share(share: float) -> bool:
+    """Ray places this GPU share without waste: a whole number of GPUs, or 1/m of one (m trials fill a GPU)."""
+    if share >= 1:
+        return abs(share - round(share)) < 1e-9
+    return abs(1 / share - round(1 / share)) < 1e-6
+
+
 def choose_per_gpu(*, trial_bytes: float | None, gpu_memory: float | None, cpus_per_gpu: float,
                    gpus_per_trial: float = 1.0, cap: int = MAX_PER_GPU, headroom: float = HEADROOM) -> PackingChoice:
     """k for ``trial.stage1_per_gpu=auto``: ``min(floor(headroom x gpu_memory / trial_bytes), floor(cpus_per_gpu),
     cap)`` trials per GPU, times ``gpus_per_trial`` (k trials share one trial's ``trial.gpus``), at least 1; lowered
-    until ``gpus_per_trial / k`` is at most one GPU or a whole number of GPUs (Ray's rule). 1 when ``gpu_memory`` or
+    until ``gpus_per_trial / k`` is a whole number of GPUs or 1/m of one (so that m packed trials fill a GPU: with
+    ``trial.gpus=2`` and k=3, 0.67 GPU each, Ray would fit one a GPU). 1 when ``gpu_memory`` or
     ``trial_bytes`` is None (unknown)."""
     if gpu_memory is None or gpu_memory <= 0:
         return PackingChoice(1, "unknown", "the GPUs' memory is unknown (no CUDA device visible to the driver, no "
@@ -155,7 +164,7 @@ def choose_per_gpu(*, trial_bytes: float | None, gpu_memory: float | None, cpus_
     by_cores = int(math.floor(max(float(cpus_per_gpu), 0.0) * g + 1e-9))
     bounds = {"memory": by_memory, "cores": by_cores, "cap": int(cap)}
     k = max(1, min(bounds.values()))
-    while k > 1 and g / k > 1 and abs(g / k - round(g / k)) > 1e-9:
+    while k > 1 and not ray_share(g / k):
         k -= 1
     bound = "+".join(name for name, n in bounds.items() if n == min(bounds.values()))
     reason = (f"{bound}-bound: a trial needs ~{trial_bytes / GB:.2f} GB and {headroom:.0%} of the GPU's "
@@ -200,10 +209,12 @@ def nvidia_smi_memory(run=subprocess.run) -> tuple[float, str] | None:
     if shutil.which("nvidia-smi") is None and run is subprocess.run:
         return None
     try:
-        out = run(["nvidia-smi", "--query-gpu=memory.total,name", "--format=csv,noheader,nounits"],
+        out = run(["nvidia-smi", "--query-gpu=memory.total,mig.mode.current,name", "--format=csv,noheader,nounits"],
                   capture_output=True, text=True, timeout=20, check=True).stdout
-        rows = [line.split(",", 1) for line in out.strip().splitlines() if line.strip()]
-        gpus = [(float(mib) * 2 ** 20, name.strip()) for mib, name in rows]
+        rows = [[part.strip() for part in line.split(",", 2)] for line in out.strip().splitlines() if line.strip()]
+        if any(mig == "Enabled" for _, mig, _ in rows):
+            return None  # MIG: the listing is the whole GPU's, not the instance's (torch's device properties are)
+        gpus = [(float(mib) * 2 ** 20, name) for mib, _, name in rows]
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     if not gpus:
@@ -212,12 +223,18 @@ def nvidia_smi_memory(run=subprocess.run) -> tuple[float, str] | None:
     return size, f"nvidia-smi: {name}"
 
 
-def memory_fraction(resources: Mapping[str, Any] | None, margin: float = MEMORY_MARGIN) -> float | None:
+def memory_fraction(resources: Mapping[str, Any] | None, margin: float = MEMORY_MARGIN,
+                    gpu_memory: float | None = None) -> float | None:
     """The share of its GPU's memory a trial may allocate: ``margin x g`` for a GPU share ``0 < g < 1`` (a packed
-    trial; ``resources``: Ray's assigned resources, ``GPU``, or a plan's ``gpu``), None for a whole GPU or none."""
+    trial; ``resources``: Ray's assigned resources, ``GPU``, or a plan's ``gpu``), less the CUDA context each process
+    holds outside the allocator (:data:`CUDA_CONTEXT_BYTES` of ``gpu_memory`` bytes, when given), at least 0.05 of
+    it; None for a whole GPU or none."""
     resources = resources or {}
     g = float(resources.get("GPU", resources.get("gpu", 0.0)) or 0.0)
-    return round(margin * g, 6) if 0.0 < g < 1.0 else None
+    if not 0.0 < g < 1.0:
+        return None
+    context = CUDA_CONTEXT_BYTES / gpu_memory if gpu_memory else 0.0
+    return round(max(0.05 * g, margin * g - context), 6)
 
 
 def limit_gpu_memory(resources: Mapping[str, Any] | None = None) -> float | None:
@@ -236,9 +253,11 @@ def limit_gpu_memory(resources: Mapping[str, Any] | None = None) -> float | None
             resources = ray.get_runtime_context().get_assigned_resources()
         except Exception:  # noqa: BLE001 - outside Ray: no share to keep to
             resources = {}
-    fraction = memory_fraction(resources)
-    if fraction is None and not torch.cuda.is_initialized():
+    if memory_fraction(resources) is None and not torch.cuda.is_initialized():
         return None  # nothing to lift, and no CUDA context to create for it
+    fraction = None
     for device in range(torch.cuda.device_count()):
+        total = torch.cuda.get_device_properties(device).total_memory
+        fraction = memory_fraction(resources, gpu_memory=total)
         torch.cuda.set_per_process_memory_fraction(1.0 if fraction is None else fraction, device)
     return fraction

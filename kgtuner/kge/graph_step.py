@@ -41,6 +41,8 @@ WARMUP_STEPS = 3
 def unsupported(trainer) -> str:
     """Why ``trainer``'s step cannot run as a captured graph ("" when it can)."""
     c = trainer.cfg
+    if trainer.device.type not in ("cpu", "cuda"):
+        return f"device {trainer.device} (the captured step runs on CUDA, or eagerly on CPU)"
     if not trainer.row_step:
         return f"negatives={c.negatives!r} trains by plain autograd over every entity (only sampled negatives)"
     if c.compile:
@@ -86,7 +88,8 @@ class CapturedStep:
         self.calls = 0
         self.captures = 0
         self._moments: tuple | None = None
-        _one(device)  # the fused kernel's step count: made here, never inside a capture
+        self._side = None
+        _one(self.tables[0].device)  # the fused kernel's step count (cached per device): made here, never in a capture
 
     def reset(self) -> None:
         """Forget the captured graph (the optimizer's state tensors were replaced, e.g. by a restore)."""
@@ -136,13 +139,23 @@ class CapturedStep:
             self.lr.fill_(lr)
             self._lr_host = lr
 
+    def _side_stream(self):
+        """This step's own stream on the trainer's device, for the warm-up and the capture (torch's shared capture
+        stream is made once per process, on whichever device was current then)."""
+        if self._side is None:
+            with torch.cuda.device(self.batch.device):
+                self._side = torch.cuda.Stream()
+        return self._side
+
     def _warmup_step(self) -> torch.Tensor:
+        side = self._side_stream()
         with torch.cuda.device(self.batch.device):
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
+            main = torch.cuda.current_stream()
+            side.wait_stream(main)
             with torch.cuda.stream(side):
                 loss = self._step()
-            torch.cuda.current_stream().wait_stream(side)
+            main.wait_stream(side)
+            loss.record_stream(main)  # made on the side stream, read on the main one (the loss monitor)
         return loss
 
     def _record(self) -> None:
@@ -150,7 +163,7 @@ class CapturedStep:
         with torch.cuda.device(self.batch.device):  # the trainer's device, whichever is current
             graph = torch.cuda.CUDAGraph()
             graph.register_generator_state(self.trainer.generator)
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, stream=self._side_stream()):
                 self.loss = self._step()
         self.graph = graph
         self.captures += 1

@@ -224,7 +224,7 @@ class Trainer:
         self.dedup_rows = self.device.type == "cpu"
         self._objective = self._compiled_objective() if c.compile else self._rows_objective
         if self.device.type == "cuda":  # process-wide: set by every trainer, so a tf32 run leaves nothing behind
-            torch.backends.cuda.matmul.fp32_precision = "tf32" if c.tf32 else "ieee"
+            torch.set_float32_matmul_precision("high" if c.tf32 else "highest")  # sets the old and new flags alike
         #: ``cuda_graph``: the whole step replayed from one CUDA graph (``step_note`` says whether, or why not)
         self.graph_step, self.step_note = captured_step(self) if c.cuda_graph else (None, "")
         self._valid_rows: np.ndarray | None = None  # the validation sample (max_valid_triples), drawn once

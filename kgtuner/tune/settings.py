@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from kgtuner.errors import ConfigError
 from kgtuner.tune.budget import Budget
+from kgtuner.cluster.packing import ray_share
 from kgtuner.cluster.ray_cluster import CLUSTER_KEYS
 from kgtuner.tune.strategies import strategy_class
 from kgtuner.tune.keys import check_keys
@@ -124,10 +125,10 @@ class TrialSettings:
             raise ConfigError(f"trial.inject_failures must be a list of trial numbers (0, 1, ...), got {inject!r}")
         gpus = number("trial.gpus", cfg.get("gpus", 1), minimum=0)
         per_gpu = _per_gpu(cfg.get("stage1_per_gpu", "auto"))
-        if per_gpu != "auto" and gpus / per_gpu > 1 and abs(gpus / per_gpu - round(gpus / per_gpu)) > 1e-9:
-            raise ConfigError(f"trial.stage1_per_gpu={per_gpu} gives stage-1 trials {gpus / per_gpu:g} GPUs each "
-                              f"(trial.gpus={gpus:g}); Ray needs a whole number of GPUs above one: choose a divisor "
-                              "of trial.gpus")
+        if per_gpu != "auto" and gpus > 0 and not ray_share(gpus / per_gpu):
+            raise ConfigError(f"trial.stage1_per_gpu={per_gpu} gives stage-1 trials {gpus / per_gpu:.4g} GPUs each "
+                              f"(trial.gpus={gpus:g}); Ray places a whole number of GPUs, or 1/m of one (m trials "
+                              "filling a GPU): choose k so that trial.gpus / k is one of those")
         return cls(
             gpus=gpus,
             stage1_per_gpu=per_gpu,

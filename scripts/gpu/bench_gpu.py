@@ -95,7 +95,7 @@ def copy_bandwidth(nbytes: int) -> float:
 
 def gemm_rate(n: int) -> float:
     """fp32 matrix-multiply rate in FLOP/s (tf32 off)."""
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
     a, b = torch.randn(n, n, device=DEVICE), torch.randn(n, n, device=DEVICE)
     for _ in range(2):
         a @ b

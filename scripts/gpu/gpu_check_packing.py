@@ -279,7 +279,9 @@ def main(argv: list[str] | None = None) -> None:
     for p in procs:
         p.start()
     ready: dict[int, dict] = {}
-    startup_limit = (args.budget * 0.5) if args.budget else 300.0
+    # start-up may take what the levels do not need at their shortest window (and their ends, and 2 s to stop)
+    tail_s = TAIL_S["cuda" if cuda else "cpu"]
+    startup_limit = max(5.0, args.budget - len(levels) * (MIN_WINDOW_S + tail_s) - 2.0) if args.budget else 300.0
     while len(ready) < n_workers and time.monotonic() - t_start < startup_limit:
         try:
             msg = results.get(timeout=0.5)

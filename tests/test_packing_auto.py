@@ -198,6 +198,7 @@ class FakeCuda:
                             lambda device: type("Props", (), {"total_memory": 80 * GB})())
         monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
                             lambda fraction, device=None: self.calls.append((fraction, device)))
+        monkeypatch.setattr(torch.cuda, "empty_cache", lambda: self.calls.append("empty_cache"))
         return self
 
 
@@ -218,7 +219,8 @@ def test_a_whole_gpu_trial_sets_nothing_or_lifts_a_reused_workers_cap(monkeypatc
     fresh = FakeCuda(initialized=False).install(monkeypatch)
     assert limit_gpu_memory({"GPU": 1.0}) is None and fresh.calls == []  # no CUDA context made for nothing
     reused = FakeCuda(initialized=True, devices=2).install(monkeypatch)
-    assert limit_gpu_memory({"GPU": 1.0}) is None and reused.calls == [(1.0, 0), (1.0, 1)]
+    # a reused worker: the earlier trial's cached blocks are released, then its cap lifted
+    assert limit_gpu_memory({"GPU": 1.0}) is None and reused.calls == ["empty_cache", (1.0, 0), (1.0, 1)]
 
 
 # ------------------------------------------------------------------ the settings

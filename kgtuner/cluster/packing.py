@@ -27,6 +27,7 @@ and the trials sharing its GPU go on).
 
 from __future__ import annotations
 
+import gc
 import math
 import shutil
 import subprocess
@@ -255,6 +256,9 @@ def limit_gpu_memory(resources: Mapping[str, Any] | None = None) -> float | None
             resources = {}
     if memory_fraction(resources) is None and not torch.cuda.is_initialized():
         return None  # nothing to lift, and no CUDA context to create for it
+    if torch.cuda.is_initialized():  # a reused worker: an earlier trial's tensors (reference cycles) go first
+        gc.collect()
+        torch.cuda.empty_cache()
     fraction = None
     for device in range(torch.cuda.device_count()):
         total = torch.cuda.get_device_properties(device).total_memory

@@ -575,3 +575,39 @@ def test_a_sibling_journal_that_cannot_be_read_is_skipped_with_a_warning_and_onl
     # this replay's own journal with a bad line still refuses it (its results are at stake)
     with pytest.raises(ConfigError, match=r"broken/journal.jsonl:2 is not JSON"):
         run_benchmark(table, settings, broken, reuse=[tmp_path / "a" / "journal.jsonl"])
+
+
+class _SlowSearcher:
+    """A searcher proxy that computes for ``cpu_s`` CPU seconds before each suggestion (a busy loop: CPU time)."""
+
+    def __init__(self, inner, cpu_s):
+        self.inner, self.cpu_s = inner, cpu_s
+
+    def suggest(self, trial_id):
+        import time
+
+        t = time.process_time()
+        while time.process_time() - t < self.cpu_s:
+            pass
+        return self.inner.suggest(trial_id)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_charged_searcher_delays_the_trials_it_starts_and_an_uncharged_one_does_not(monkeypatch):
+    table = _table()
+    starts = {}
+    for charge in (False, True):
+        strategy = _strategy("search=random", "budget.seconds=400", "budget.trials=null")
+        make = strategy.searcher
+        monkeypatch.setattr(strategy, "searcher", lambda space, workers: _SlowSearcher(make(space, workers), 0.05))
+        res = replay(strategy, table, workers=2, charge_searcher=charge)
+        rows = pd.DataFrame(res.rows).sort_values("start_s")
+        starts[charge] = rows["start_s"].tolist()
+        assert res.searcher_s >= 0.05 * len(res.suggestions)
+    assert starts[False][:2] == [0.0, 0.0]  # both workers start at once: the searcher costs nothing on the clock
+    # charged: one driver computes the suggestions one after the other, each >= 0.05 CPU s
+    assert starts[True][0] >= 0.05 and starts[True][1] >= starts[True][0] + 0.05
+    # every later trial waits for its suggestion too: no start coincides with the uncharged replay's
+    assert all(c > u for c, u in zip(starts[True][2:], starts[False][2:]))

@@ -287,3 +287,17 @@ def test_a_tiny_calibrated_recording_replays_priced_with_its_noise_seeds_and_dec
     assert [sorted(s) for s in table.seeds["decoupled"].values()].count([0, 1]) == 1
     row = run_cell(table, "random[space=decoupled]", 1, 3.0, 0)
     assert str(row["answer_run"]).startswith("decoupled-") and row["answer_seeds"] in ("0", "0,1")
+
+
+def test_the_fair_grid_charges_the_searcher_and_keeps_charged_rows_apart():
+    from kgtuner.bench.benchmark import results_frame
+
+    assert STUDIES["fair"].charge_searcher and STUDIES["fair"].to_dict()["charge_searcher"] is True
+    # the grids fixed before the setting keep their journal header (no new key), so they resume as they were
+    assert all("charge_searcher" not in STUDIES[name].to_dict() for name in ("main", "defaults", "miss_bracket"))
+    row = {"graph": "g", "workers": 8, "budget_trials": 10.0, "algorithm": "kgtuner", "seed": 0, "valid_mrr": 0.3,
+           "test_mrr": 0.29, "searcher_s": 1.0, "budget_s": 10.0}
+    both = results_frame([{**row, "searcher_charged": False}, {**row, "valid_mrr": 0.28, "searcher_charged": True}])
+    assert len(both) == 2 and sorted(both["searcher_charged"]) == [False, True]
+    plain = results_frame([{**row, "searcher_charged": False}])
+    assert "searcher_charged" not in plain.columns  # an uncharged grid's results.parquet keeps its columns

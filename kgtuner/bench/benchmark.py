@@ -116,6 +116,8 @@ class BenchmarkSettings:
     budgets: tuple[float, ...] = (10.0, 30.0, 100.0)  # in mean full-graph trials
     seeds: int = 30
     on_miss: str = "nearest"
+    #: the searcher's CPU seconds delay the trials it starts, as in a live driver (:func:`kgtuner.bench.replay.replay`)
+    charge_searcher: bool = False
 
     def __post_init__(self):
         labels = [algorithm_label(a, self.on_miss) for a in self.algorithms]
@@ -125,7 +127,10 @@ class BenchmarkSettings:
             raise ConfigError("seeds and workers must be >= 1 and budgets > 0")
 
     def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        if not out["charge_searcher"]:  # the journals of grids fixed before the setting existed keep their header
+            del out["charge_searcher"]
+        return out
 
     def cells(self) -> list[tuple[str, int, float, int]]:
         """(algorithm, workers, budget in trials, seed), seeds outermost so that a partial run has whole pairs."""
@@ -165,7 +170,7 @@ STUDIES = {
     "rf_bore_now": BenchmarkSettings(algorithms=("rf_bore",)),
     "fair": BenchmarkSettings(algorithms=ALGORITHMS + ("kgtuner[on_miss=lose]", "kgtuner_asha[on_miss=lose]",
                                                        "random[space=decoupled]", "rf_bore[space=decoupled]"),
-                              workers=(1, 8), budgets=(10.0, 30.0, 100.0), seeds=30),
+                              workers=(1, 8), budgets=(10.0, 30.0, 100.0), seeds=30, charge_searcher=True),
 }
 
 
@@ -246,7 +251,8 @@ def strategy_for(algorithm: str, table, budget_s: float, seed: int):
     return ExperimentSettings.from_config(cfg).make_strategy()
 
 
-def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: int, on_miss: str = "nearest") -> dict:
+def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: int, on_miss: str = "nearest",
+             charge_searcher: bool = False) -> dict:
     """Replay one search; its row of ``results.parquet`` (with its anytime curve as JSON)."""
     from kgtuner.bench.replay import replay
 
@@ -256,7 +262,7 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
     on_miss = parse_algorithm(algorithm)[2] or on_miss
     pool = "full" if strategy.two_stage else algorithm_pool(algorithm)
     t0 = time.perf_counter()
-    res = replay(strategy, table, workers=int(workers), on_miss=on_miss, pool=pool)
+    res = replay(strategy, table, workers=int(workers), on_miss=on_miss, pool=pool, charge_searcher=charge_searcher)
     wall = time.perf_counter() - t0
     ans = res.answer or {}
     if ans and int(ans.get("stage") or 0) != int(strategy.answer_stage()):
@@ -274,7 +280,7 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
             "stopped": sum(1 for r in rows if r["status"] == "stopped" and r.get("rung") is not None),
             "failed": sum(1 for r in rows if r["status"] == "failed"), "misses": res.misses, "repeats": res.repeats,
             "mean_distance": res.mean_distance, "end_s": res.end_s, "searcher_s": round(res.searcher_s, 4),
-            "wall_s": round(wall, 3),
+            "searcher_charged": bool(charge_searcher), "wall_s": round(wall, 3),
             "anytime_json": json.dumps([[round(t, 3), v, te] for t, v, te in res.anytime])}
 
 
@@ -392,7 +398,8 @@ def _journal_cells(path: str | Path, table, unit: float) -> dict[tuple, dict]:
     header, rows = ResultsJournal(path).read()
     out: dict[tuple, dict] = {}
     if (not header or header.get("graph") != table.graph or header.get("table") != str(table.source)
-            or not np.isclose(float(header.get("mean_trial_s") or -1), unit, rtol=0, atol=1e-9)):
+            or not np.isclose(float(header.get("mean_trial_s") or -1), unit, rtol=0, atol=1e-9)
+            or (header.get("settings") or {}).get("charge_searcher", False)):
         return out
     for r in rows:  # the label names every setting, on_miss included where it matters
         for row in (r, _miss_twin(r)):
@@ -434,7 +441,9 @@ def run_benchmark(table, settings: BenchmarkSettings, journal_path: str | Path, 
         if progress is not None:
             progress(finished, total, row)
 
-    known = reusable_rows(table, [p for p in reuse if Path(p).resolve() != journal.path.resolve()])
+    # a charged replay depends on the searcher's timing: it neither reuses nor is reused (reusable_rows)
+    known = {} if settings.charge_searcher else \
+        reusable_rows(table, [p for p in reuse if Path(p).resolve() != journal.path.resolve()])
     if known:
         left = []
         for c in todo:
@@ -446,12 +455,13 @@ def run_benchmark(table, settings: BenchmarkSettings, journal_path: str | Path, 
         todo = left
     if jobs <= 1:
         for a, w, b, s in todo:
-            record(run_cell(table, a, w, b, s, settings.on_miss))
+            record(run_cell(table, a, w, b, s, settings.on_miss, settings.charge_searcher))
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(table.source,)) as pool:
-            futures = [pool.submit(_run_in_worker, a, w, b, s, settings.on_miss) for a, w, b, s in todo]
+            futures = [pool.submit(_run_in_worker, a, w, b, s, settings.on_miss, settings.charge_searcher)
+                       for a, w, b, s in todo]
             for fut in as_completed(futures):
                 record(fut.result())
     return rows
@@ -467,8 +477,8 @@ def _init_worker(source: str) -> None:
     _WORKER_TABLE = ReplayTable.load(source)
 
 
-def _run_in_worker(a, w, b, s, on_miss):
-    return run_cell(_WORKER_TABLE, a, w, b, s, on_miss)
+def _run_in_worker(a, w, b, s, on_miss, charge_searcher=False):
+    return run_cell(_WORKER_TABLE, a, w, b, s, on_miss, charge_searcher)
 
 
 def results_frame(rows: Iterable[Mapping]):
@@ -478,8 +488,14 @@ def results_frame(rows: Iterable[Mapping]):
     derived here, not journaled, since it is a timing and two replays of one search differ in it)."""
     import pandas as pd
 
-    keys = ["graph", "workers", "budget_trials", "algorithm", "seed"]
     df = pd.DataFrame(list(rows))
+    keys = ["graph", "workers", "budget_trials", "algorithm", "seed"]
+    charged = df["searcher_charged"].fillna(False).astype(bool) if "searcher_charged" in df else None
+    if charged is not None and charged.any():  # a charged search is another search than its uncharged twin
+        df["searcher_charged"] = charged
+        keys.append("searcher_charged")
+    else:  # no search charged its searcher: the columns stay those of the grids replayed before the setting
+        df = df.drop(columns=["searcher_charged"], errors="ignore")
     dup = df[df.duplicated(keys, keep=False)]
     if len(dup):
         differ = dup.groupby(keys)[["valid_mrr", "test_mrr"]].nunique(dropna=False).max(axis=1) > 1

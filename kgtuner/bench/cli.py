@@ -118,6 +118,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--budgets", nargs="+", type=float, default=None,
                    help="compute budgets in mean full-graph trials of the table (default 10 30 100)")
     p.add_argument("--seeds", type=int, default=None, help="paired seeds per cell (default 30)")
+    p.add_argument("--charge-searcher", action="store_const", const=True, default=None,
+                   help="the searcher's CPU seconds delay the trials it starts, as in a live driver (study fair: on)")
     p.add_argument("--on-miss", choices=("nearest", "lose", "fail"), default=None,
                    help="a stage-2 candidate the table has no expansion of: its nearest recorded one (default), "
                         "lost (its seconds, no result), or an error")
@@ -248,7 +250,7 @@ def _replay(args) -> int:
     from kgtuner.bench.replay import ReplayTable
 
     grid = {"algorithms": args.algorithms, "workers": args.workers, "budgets": args.budgets, "seeds": args.seeds,
-            "on_miss": args.on_miss}
+            "on_miss": args.on_miss, "charge_searcher": args.charge_searcher}
     given = {k: v for k, v in grid.items() if v is not None}
     if args.study and given:
         return fail(f"--study {args.study} fixes the grid; drop --{' --'.join(k.replace('_', '-') for k in given)}, "

@@ -9,8 +9,8 @@ From ``results.parquet`` (:func:`kgtuner.bench.benchmark.results_frame`), per (g
 - the time to reach random search's final test MRR (same seed), median over seeds, as a share of the budget
   (``never`` counted as infinity: the median is then ``never`` when half or more never reach it);
 - the regret: the table's best full-graph test MRR minus the answer's;
-- the searcher's own computing time, which the replay does not charge to the simulated clock, as a share of
-  the budget (``searcher_share``);
+- the searcher's own computing time as a share of the budget (``searcher_share``), charged to the simulated clock
+  in the grids that set ``charge_searcher`` (the ``fair`` grid) and not in the others;
 - whether the cell is *exhausted* (:func:`mark_exhausted`; :func:`exhausted_cells` lists them): a search of it ran
   out of its pool (``repeats``), so its figures measure the table's size, not the search; a page leaves such a cell
   out of its comparisons and says so.

@@ -11,8 +11,12 @@ No strategy is implemented a second time here.
   table (issue 38's ``cost="calibrated"`` recordings: its curves carry ``cost``) that is the run's priced cost
   (steps and validations at its shape's calibrated prices, :mod:`kgtuner.bench.cost`), so a replay does not depend
   on how fast the machine ran while it recorded; on an older table, the seconds measured when it was recorded
-  (training and validation; :mod:`kgtuner.bench.replay_table`). The searchers' own computing time is *not*
-  charged to the simulated clock; :class:`ReplayResult` reports it (``searcher_s``) beside the results.
+  (training and validation; :mod:`kgtuner.bench.replay_table`). The searchers' own computing time is reported
+  (``searcher_s``) and, with ``charge_searcher=True``, charged as a live driver spends it: the driver is one
+  process, so each searcher call (``suggest``, ``on_trial_result``, ``on_trial_complete``) keeps it busy for the
+  call's CPU seconds (``time.process_time``: what the call computes, not how loaded the machine is), and a free
+  worker's next trial starts when the driver is free again. Such a replay depends on the machine's speed at
+  computing the searcher, so it is reproducible only up to that timing.
 - **Training noise** (priced tables only): where the table recorded a configuration with several train seeds
   (the main run, seed 0, and its noise runs, seeds 1..), each trial of it trains one of them drawn uniformly,
   with ``numpy.random.default_rng((the search's seed, the trial's index))`` -- a replay stays exactly
@@ -54,6 +58,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
@@ -151,7 +156,7 @@ ONE_STAGE_POOLS = ("full", "decoupled")
 
 
 def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | None = None,
-           on_miss: str = "nearest", pool: str = "full") -> ReplayResult:
+           on_miss: str = "nearest", pool: str = "full", charge_searcher: bool = False) -> ReplayResult:
     """Run ``strategy`` (a :class:`~kgtuner.tune.strategies.base.Strategy` whose settings carry the budget and
     the seed) on ``table`` with ``workers`` simulated workers; see the module docstring.
 
@@ -159,7 +164,8 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
     it lacks, or one explored beyond the candidates): ``nearest`` runs the nearest recorded expansion at its
     sizes; ``lose`` spends that run's seconds and fails with no result; ``fail`` raises a ConfigError naming it.
     ``pool``: the pool of a one-stage search, ``full`` (its own space) or ``decoupled`` (KGTuner's space at the
-    expansion's sizes, which it then searches: the table's ``spaces["decoupled"]``)."""
+    expansion's sizes, which it then searches: the table's ``spaces["decoupled"]``). ``charge_searcher``: the
+    searcher's CPU seconds delay the trials it starts (see the module docstring)."""
     if on_miss not in ON_MISS:
         raise ConfigError(f"on_miss={on_miss!r}: choose among {', '.join(ON_MISS)}")
     if workers < 1:
@@ -183,6 +189,7 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
     misses = 0
     repeats = [0]
     searcher_s = 0.0
+    busy = [0.0]  # charge_searcher: the simulated second until which the driver computes the searcher
     n = 0
     limit = math.inf if time_limit_s is None else float(time_limit_s)
 
@@ -226,7 +233,7 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
         # a priced table's training noise: one of the configuration's recorded seeds, drawn by (seed, trial index)
         run = table.draw(pool, key, (search_seed, int(cfg.get("trial_index", n))))
         end_s = stage_end.get(stage, math.inf)
-        t0 = driver.now
+        t0 = max(driver.now, busy[0])  # charge_searcher: it starts once the driver has computed its suggestion
         npts = len(run.step)
         reach = int(np.searchsorted(run.seconds, end_s - t0, side="right")) if math.isfinite(end_s) else npts
         cut = reach < npts or (npts == 0 and math.isfinite(end_s) and t0 + run.total_s > end_s)
@@ -247,14 +254,13 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
 
     def fill() -> bool:
         """Ask for suggestions while a worker is free; False once the searcher answered FINISHED."""
-        nonlocal n, searcher_s
+        nonlocal n
         from ray.tune.search import Searcher
 
         while len(running) < workers:
             tid = f"r{n:05d}"
-            t = time.perf_counter()
-            cfg = searcher.suggest(tid)
-            searcher_s += time.perf_counter() - t
+            with charged():
+                cfg = searcher.suggest(tid)
             if cfg == Searcher.FINISHED:
                 return False
             if cfg is None:
@@ -262,6 +268,19 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
             n += 1
             start(tid, cfg)
         return True
+
+    @contextmanager
+    def charged():
+        """Time a searcher call: ``searcher_s`` (wall seconds, as reported before), and with ``charge_searcher`` its
+        CPU seconds keep the simulated driver busy from now (or from its previous call's end)."""
+        nonlocal searcher_s
+        t, cpu = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            searcher_s += time.perf_counter() - t
+            if charge_searcher:
+                busy[0] = max(busy[0], driver.now) + (time.process_time() - cpu)
 
     def report(trial: _Trial, k: int, final: bool) -> dict:
         run = trial.run
@@ -314,7 +333,8 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
                         trial.stop_k, trial.end = k, driver.now
                         push(driver.now, "complete", tid)
                         _drop_future(heap, tid, keep_complete_at=driver.now)
-                searcher.on_trial_result(tid, result)
+                with charged():
+                    searcher.on_trial_result(tid, result)
                 continue
             # the trial ends
             k_final = trial.stop_k if trial.stop_k >= 0 else (0 if trial.deadline_cut and len(trial.run.step) else -1)
@@ -322,9 +342,8 @@ def replay(strategy, table: ReplayTable, *, workers: int, time_limit_s: float | 
             del running[tid]
             if scheduler is not None:
                 scheduler.on_trial_complete(None, trial.trial, result)
-            t0 = time.perf_counter()
-            searcher.on_trial_complete(tid, result)
-            searcher_s += time.perf_counter() - t0
+            with charged():
+                searcher.on_trial_complete(tid, result)
             driver.early.pop(tid, None)
             rep = TrialReport.from_dict(result)
             rows.append({"trial_id": tid, "trial_index": trial.config.get("trial_index"), "stage": trial.stage,

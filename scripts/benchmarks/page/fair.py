@@ -189,8 +189,11 @@ def cells_lines(graph: str, df: pd.DataFrame) -> list[str]:
     md = [f"**{graph}**: {len(df)} of the grid's {planned} searches replayed"
           + (" (**partial**: the figures are on the seeds every search of a cell has so far)" if partial else "")
           + ". Per cell: KGTuner's mean test MRR, each other search's mean minus KGTuner's (exact Wilcoxon p), the "
-            "verdict, the largest share of the budget a searcher spent computing (not charged to the simulated "
-            f"clock), and the share of answers with at least {ANSWER_SEEDS} recorded seeds.", ""]
+            "verdict, the largest share of the budget a searcher spent computing ("
+          + ("charged to the simulated clock: each searcher call delays the trials it starts by its CPU seconds"
+             if bool(df.get("searcher_charged", pd.Series([False])).fillna(False).astype(bool).all())
+             else "not charged to the simulated clock")
+          + f"), and the share of answers with at least {ANSWER_SEEDS} recorded seeds.", ""]
     header = ["workers", "budget", "seeds", "KGTuner", *(label(a) for a in others), "verdict", "max searcher share",
               f"answers with >= {ANSWER_SEEDS} seeds"]
     md += ["| " + " | ".join(header) + " |", "|---:|---:|---:|---:|" + "---:|" * len(others) + "---|---:|---:|"]

@@ -18,9 +18,10 @@ The estimate is a handful of pure functions with explicit parameters (unit-teste
   bound the CPUs per GPU (each packed trial needs a core of its own to launch its kernels), the cap 8. Without a
   known GPU memory (a CPU-only cluster, logical GPUs) or without an estimate of the trial, k is 1.
 
-Two thin probes touch the machine: :func:`detect_gpu_memory` (``trial.gpu_memory_gb``, else the smallest CUDA device
-the driver sees, else the Ray cluster's ``accelerator_type``) and :func:`limit_gpu_memory` (called at a trial's
-start: a trial holding a fraction g < 1 of a GPU may allocate at most ``MEMORY_MARGIN x g`` of its memory, so an
+Two thin probes touch the machine: :func:`detect_gpu_memory` (``trial.gpu_memory_gb``, else ``nvidia-smi``, else the
+smallest CUDA device the driver sees, else the Ray cluster's ``accelerator_type``) and :func:`limit_gpu_memory` (called at a trial's
+start: a trial holding a fraction g < 1 of a GPU may allocate at most ``MEMORY_MARGIN x g`` of its memory, less its
+CUDA context, so an
 over-large packed trial fails with a CUDA out-of-memory error in its own process, recorded as that trial's failure,
 and the trials sharing its GPU go on).
 """
@@ -50,7 +51,8 @@ HEADROOM = 0.8
 MAX_PER_GPU = 8
 #: A packed trial's allocator cap, as a share of its GPU share (``set_per_process_memory_fraction``).
 MEMORY_MARGIN = 0.95
-#: Negatives that score every entity (``kgtuner.kge.config.DENSE_NEGATIVES``).
+#: Negatives that score every entity: ``kgtuner.kge.config.DENSE_NEGATIVES``, repeated here so that the settings
+#: (which import this module) do not import torch.
 DENSE_NEGATIVES = ("1VsAll", "kVsAll")
 #: Memory of Ray's ``accelerator_type`` values (GB, 1e9 bytes; the smaller model where a name covers two), for a
 #: driver that sees no CUDA device (a remote cluster).
@@ -73,8 +75,8 @@ def parameter_floats(model: str, entities: int, relations: int, dim: int, model_
 
 def trial_bytes(*, model: str, entities: int, relations: int, dim: int, batch_size: int, negatives: int | None,
                 model_options: Mapping | None = None, context_bytes: float = CUDA_CONTEXT_BYTES) -> float:
-    """GPU memory of one trial (bytes): ``4 B x floats x 3`` (x 4 with a dense gradient: ``negatives`` None, i.e.
-    1VsAll/kVsAll) + activations (``4 B x ACTIVATION_FACTOR x batch x (negatives + 2) x dim``; with every entity as a
+    """GPU memory of one trial (bytes): ``4 B x floats x OPTIMIZER_COPIES`` (one copy more with a dense gradient:
+    ``negatives`` None, i.e. 1VsAll/kVsAll) + activations (``4 B x ACTIVATION_FACTOR x batch x (negatives + 2) x dim``; with every entity as a
     negative ``4 B x (ACTIVATION_FACTOR x batch x E + 2 x E x dim)``: the scores, the dropped-out entity table and
     their gradients) + ``context_bytes`` (the process's CUDA context)."""
     floats = parameter_floats(model, entities, relations, dim, model_options)

@@ -20,12 +20,8 @@ BEST_CONFIG_FILE = "best_config.yaml"
 def packed_stages(plan) -> dict:
     """summary.json's ``cluster.stages``: the slots and resources of stages packed by ``trial.stage1_per_gpu``."""
     stages = getattr(plan, "stages", None) or {}
-    whole = float((getattr(plan, "resources", None) or {}).get("gpu") or 0)
-
-    def per_gpu(r: dict) -> int | None:  # k, the trials sharing one trial.gpus share (trial.stage1_per_gpu, resolved)
-        return int(round(whole / float(r["gpu"]))) if whole and r.get("gpu") else None
-
-    return {"stages": {str(s): {"slots": n, "per_gpu": per_gpu(r), "resources_per_trial": dict(r)}
+    per_gpu = getattr(plan, "per_gpu", None) or {}  # k, trial.stage1_per_gpu as resolved for each stage
+    return {"stages": {str(s): {"slots": n, "per_gpu": per_gpu.get(s), "resources_per_trial": dict(r)}
                        for s, (r, n) in sorted(stages.items())}} if stages else {}
 
 

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from kgtuner.errors import ConfigError
 from kgtuner.tune.budget import Budget
 from kgtuner.cluster.packing import ray_share
+from kgtuner.cluster.resources import AUTO
 from kgtuner.cluster.ray_cluster import CLUSTER_KEYS
 from kgtuner.tune.strategies import strategy_class
 from kgtuner.tune.keys import check_keys
@@ -81,8 +82,8 @@ class StageControls:
 
 def _per_gpu(value: Any) -> int | str:
     """``trial.stage1_per_gpu``: ``"auto"`` or a whole number >= 1, else a ConfigError naming the key, value and fix."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return "auto"
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
     try:
         return number("trial.stage1_per_gpu", value, integer=True, minimum=1)
     except ConfigError:
@@ -104,7 +105,7 @@ class TrialSettings:
     inject_failures: tuple[int, ...] = ()
     # trials of a packed stage (KGTuner's stage 1, GraSH's subgraph rounds, a one-stage search with pack_one_stage)
     # per GPU share (fractional GPUs): an integer, or "auto" (from the trials' memory and the CPUs per GPU)
-    stage1_per_gpu: int | str = "auto"
+    stage1_per_gpu: int | str = AUTO
     pack_one_stage: bool = False  # the one-stage searches pack their trials too
     gpu_memory_gb: float | None = None  # one GPU's memory for "auto" when the driver cannot see it (None: detect)
     #: ``trial.engine``: engine switches of every trial (``ENGINE_KEYS``: amp, compile, cuda_graph, tf32)
@@ -124,8 +125,8 @@ class TrialSettings:
                 isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in inject):
             raise ConfigError(f"trial.inject_failures must be a list of trial numbers (0, 1, ...), got {inject!r}")
         gpus = number("trial.gpus", cfg.get("gpus", 1), minimum=0)
-        per_gpu = _per_gpu(cfg.get("stage1_per_gpu", "auto"))
-        if per_gpu != "auto" and gpus > 0 and not ray_share(gpus / per_gpu):
+        per_gpu = _per_gpu(cfg.get("stage1_per_gpu", AUTO))
+        if per_gpu != AUTO and gpus > 0 and not ray_share(gpus / per_gpu):
             raise ConfigError(f"trial.stage1_per_gpu={per_gpu} gives stage-1 trials {gpus / per_gpu:.4g} GPUs each "
                               f"(trial.gpus={gpus:g}); Ray places a whole number of GPUs, or 1/m of one (m trials "
                               "filling a GPU): choose k so that trial.gpus / k is one of those")

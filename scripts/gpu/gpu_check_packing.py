@@ -72,6 +72,16 @@ def stage1_sizes() -> dict:
     return {"batch_size": int(params["batch_size"]["value"]), "dim": int(params["dim"]["value"])}
 
 
+def _bench_gpu():
+    """scripts/gpu/bench_gpu.py as a module (its synthetic graph)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_gpu", Path(__file__).resolve().parent / "bench_gpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def build_graph(args) -> tuple[dict, dict]:
     """The stage-1 graph as ``KnowledgeGraph.to_arrays()`` and its description."""
     from kgtuner.data import KnowledgeGraph, load_dataset, sample_subgraph
@@ -79,16 +89,9 @@ def build_graph(args) -> tuple[dict, dict]:
     if args.ogb_root is not None:
         full = load_dataset("ogbl-biokg", ogb_root=args.ogb_root)
         source = f"synthetic ogbl-biokg ({args.ogb_root}): {full.num_entities:,} entities, {len(full.train):,} train"
-    else:
-        rng = np.random.default_rng(0)
-        pop = 1.0 / np.arange(1, args.entities + 1) ** 0.8
-        pop /= pop.sum()
-        n = args.train_triples
-        triples = np.stack([rng.choice(args.entities, n, p=pop), rng.integers(0, 51, n),
-                            rng.choice(args.entities, n, p=pop)], 1)
-        triples = np.unique(triples, axis=0)
-        full = KnowledgeGraph("random", np.array([f"e{i}" for i in range(args.entities)]),
-                              np.array([f"r{i}" for i in range(51)]), triples, triples[:0], triples[:0])
+    else:  # bench_gpu.py's Zipf-like random graph (the same draws), its duplicate triples dropped
+        g = _bench_gpu().synthetic_graph(args.entities, 51, args.train_triples, 0)
+        full = KnowledgeGraph("random", g.entities, g.relations, np.unique(g.train, axis=0), g.valid, g.test)
         source = f"random graph: {full.num_entities:,} entities, {len(full.train):,} train (Zipf-like popularity)"
     sub = sample_subgraph(full, ratio=SUBGRAPH_RATIO, seed=0, sampler="multi_rw")
     kg = sub.graph

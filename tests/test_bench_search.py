@@ -254,12 +254,10 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, m
     for f in (REPO / "docs" / "benchmarks").glob("*"):
         if f.suffix in (".parquet", ".json"):
             shutil.copy(f, docs / f.name)
-    shutil.copytree(REPO / "docs" / "benchmarks" / "tables", docs / "tables")
-    if (REPO / "docs" / "benchmarks" / "tables_converged").is_dir():  # issue 38's tables, as far as recorded
-        shutil.copytree(REPO / "docs" / "benchmarks" / "tables_converged", docs / "tables_converged")
-    journals = [*committed(REPO / "docs" / "benchmarks" / "replay", "journal.jsonl"),  # the replay journals
-                *committed(REPO / "docs" / "benchmarks" / "issue37", "journal.jsonl"),   # issue 37's stage-2 study
-                *committed(REPO / "docs" / "benchmarks" / "replay_converged", "journal.jsonl")]  # issue 38's
+    shutil.copytree(REPO / "docs" / "benchmarks" / "tables", docs / "tables")  # issue 38's, as far as recorded
+    shutil.copytree(REPO / "docs" / "benchmarks" / "superseded" / "tables", docs / "superseded" / "tables")
+    journals = [*committed(REPO / "docs" / "benchmarks" / "replay", "journal.jsonl"),  # the fair replays
+                *committed(REPO / "docs" / "benchmarks" / "superseded", "journal.jsonl")]  # the superseded ones
     for journal in journals:
         target = docs / journal.relative_to(REPO / "docs" / "benchmarks")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -269,7 +267,6 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, m
     monkeypatch.chdir(tmp_path)
     assert page.main(["--page", "docs/benchmarks.md", "--readme", "README.md", "--tables", "docs/benchmarks/tables",
                       "--replay", "docs/benchmarks/replay"]) == 0
-    replayed = page.replayed_graphs(page.replay_frames(docs / "replay"))
     text = (tmp_path / "docs" / "benchmarks.md").read_text()
     large = text[text.index("## Live end-to-end check"):text.index("# Small graphs")]
     live = pd.read_parquet(docs / "large_results.parquet")
@@ -278,10 +275,15 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, m
     assert f"| random | {len(wide)} |" in large and f"| {p:.3g} |" in large
     assert ("TPE" in large) == ("tpe" in set(live["algorithm"]))
     assert ("load average" in large) == (docs / "large_searches.parquet").is_file()
+    # the fair tables' recording state, from their cards; the superseded replays last, under a heading saying so
     for card in (docs / "tables").glob("*/card.json"):
         c = json.loads(card.read_text())
-        if c["graph"] != "demo" and c["graph"] not in replayed:
-            assert f"| {c['graph']} | {c['runs']} | {sum(c['planned'].values())} |" in text
+        if c["graph"] != "demo":
+            assert f"{c['runs']} of {sum(c['planned'].values())} planned runs recorded" in text
+    assert "demo" not in text[:text.index("# Small graphs")]
+    superseded = text.index("# Superseded: the replays on the tables issue 38 found unfair")
+    assert superseded > text.index("# Small graphs") and "## Search strategies replayed on the superseded tables" in \
+        text[superseded:] and "## KGTuner's stage 2 after issue 37 (replayed on the superseded tables)" in text
     # a section whose data is not committed names the command that makes it
     assert (page.SRCC_COMMAND in text) == (not (docs / "srcc_runs.parquet").is_file())
     body = readme.read_text()
@@ -343,10 +345,10 @@ def test_the_replay_section_comes_from_the_results_journal_and_the_table(page, t
     assert "Spearman with its 95% bootstrap interval over the configurations: batch 256 dim 200" in md
 
 
-def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappings(page, tmp_path):
-    """Once a graph's `main` grid is replayed in full, the page's summary gives each cell's figures and counts,
-    per search, the cells where KGTuner is better / worse / undecided; where the `miss_bracket` grid replayed
-    KGTuner with its misses lost, a verdict needs both mappings to agree; the README's block counts them per budget."""
+def test_a_complete_replay_summary_says_what_it_supports_under_both_stage2_mappings(page, tmp_path):
+    """Once a graph's `main` grid is replayed in full, its summary (the superseded replays' on the page) gives each
+    cell's figures and counts, per search, the cells where KGTuner is better / worse / undecided; where the
+    `miss_bracket` grid replayed KGTuner with its misses lost, a verdict needs both mappings to agree."""
     from kgtuner.bench.benchmark import STUDIES
 
     rng = np.random.default_rng(0)
@@ -366,8 +368,7 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
     bracket = [row(f"{a}[on_miss=lose]", w, b, s, mrr + rng.normal(0, 0.01)) for a, mrr in (("kgtuner", 0.10),
                ("kgtuner_asha", 0.05)) for w in (1, 8) for b in (10.0, 30.0) for s in range(30)]
     frames = {("codex-m", "main"): pd.DataFrame(main), ("codex-m", "miss_bracket"): pd.DataFrame(bracket)}
-    md = "\n".join(page.summary_section(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=frames))
-    assert "Not yet answered" not in md
+    md = "\n".join(page.replay_summary(frames))
     cells = {tuple(line.split(" | ")[1:3]): line.split(" | ") for line in md.splitlines()
              if line.startswith("| codex-m |")}
     assert len(cells) == 6
@@ -383,17 +384,9 @@ def test_the_readme_says_what_a_complete_replay_supports_under_both_stage2_mappi
     assert "These are 24 paired tests at p < 0.05: about 1 could pass by chance" in md
     assert md.count("re-ran recorded runs") == 1 and "so its figure there leans against it: random search on codex-m " \
         "at 1 worker(s), budget 100: 4.0 of 10.0 trials." in md
-    # the README's block: a row per budget, a column per graph, KGTuner's verdicts over the searches x worker counts
-    short = "\n".join(page.readme_block(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=frames))
-    rows = [line for line in short.splitlines() if line[:3] in ("| 1", "| 3")]
-    assert len(rows) == 3 and "| budget (mean full-graph trials) | codex-m |" in short
-    assert rows[0] == ("| 10 | better in 2 (KGTuner+ASHA at 1 and 8 workers), worse in 2 (RF+BORE at 1 and 8 workers), "
-                       "undecided in 4 of 8 |")
-    assert rows[2].startswith("| 100 | better in 4 (KGTuner+ASHA, random search at 1 and 8 workers), worse in 2 (")
-    assert "These are 24 paired tests" in short and "(docs/benchmarks.md#summary)" in short
     # a bracket replayed in part decides nothing yet: one mapping, and no "misses lost" figures
     partial = {**frames, ("codex-m", "miss_bracket"): pd.DataFrame(bracket[:-1])}
-    text = "\n".join(page.summary_section(tmp_path, tmp_path / "replay", tmp_path / "tables", frames=partial))
+    text = "\n".join(page.replay_summary(partial))
     assert "against random search better in 6, worse in 0, undecided in 0 of 6 cells" in text
     assert all(line.split(" | ")[5] == "-" for line in text.splitlines() if line.startswith("| codex-m |"))
     # the page says the same under the graph's table, from the journals `kgtuner bench replay` writes

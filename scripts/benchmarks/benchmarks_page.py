@@ -23,14 +23,13 @@ from page.defaults import defaults_line, section_defaults  # noqa: E402
 from page.frames import replay_frames, replay_progress, replayed_graphs  # noqa: E402
 from page.live import large_findings, paired_rows, section_live  # noqa: E402
 from page.main import main, render  # noqa: E402
-from page.progress import section_tables_in_progress  # noqa: E402
 from page.readme import readme_block, write_readme_block  # noqa: E402
 from page.replay import section_replay  # noqa: E402
-from page.summary import summary_section  # noqa: E402
+from page.summary import replay_summary, summary_section  # noqa: E402
 
 __all__ = ["README_BEGIN", "README_END", "SRCC_COMMAND", "SUITES", "SUITE_COMMANDS", "defaults_line", "large_findings",
-           "main", "paired_rows", "readme_block", "render", "replay_frames", "replay_progress", "replayed_graphs",
-           "section_defaults", "section_live", "section_replay", "section_tables_in_progress", "summary_section",
+           "main", "paired_rows", "readme_block", "render", "replay_frames", "replay_progress", "replay_summary",
+           "replayed_graphs", "section_defaults", "section_live", "section_replay", "summary_section",
            "write_readme_block"]
 
 if __name__ == "__main__":

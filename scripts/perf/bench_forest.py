@@ -10,7 +10,7 @@ With ``--replay TABLE`` it also replays one search on a recorded table (``kgtune
 ``--algorithm`` at one worker, ``--budget`` mean full-graph trials, seed 0) twice, with each forest, and checks
 that both made the same search (trials, answer, test MRR).
 
-    python scripts/perf/bench_forest.py [--rows 50 200 400] [--rounds 3] [--replay docs/benchmarks/tables/codex-m]
+    python scripts/perf/bench_forest.py [--rows 50 200 400] [--rounds 3] [--replay docs/benchmarks/superseded/tables/codex-m]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python scripts/perf/profile_searcher_time.py replay kgtuner_asha 8 30   # one replayed search (codex-m table)
     python scripts/perf/profile_searcher_time.py live                         # RFBORESearcher per suggestion
 
-``replay ALGORITHM WORKERS BUDGET``: one search replayed on ``docs/benchmarks/tables/codex-m`` (seed 1, after a
+``replay ALGORITHM WORKERS BUDGET``: one search replayed on ``docs/benchmarks/superseded/tables/codex-m`` (seed 1, after a
 warm-up search), its searcher seconds against its simulated budget, and the cProfile of the hot functions.
 ``live``: 200 suggestions of the stage-1 RF+BORE searcher (decoupled space, 8 pending, surrogate objective), the
 milliseconds per suggestion as the search grows, and one state save. Wall seconds: they carry the machine's load.
@@ -25,7 +25,7 @@ def replay(algorithm: str, workers: int, budget: float) -> None:
     from kgtuner.bench import benchmark
     from kgtuner.bench.replay import ReplayTable
 
-    table = ReplayTable.load("docs/benchmarks/tables/codex-m")
+    table = ReplayTable.load("docs/benchmarks/superseded/tables/codex-m")
     benchmark.run_cell(table, algorithm, workers, 10.0, 0)  # warm-up (imports, caches)
     prof = cProfile.Profile()
     prof.enable()

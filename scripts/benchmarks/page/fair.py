@@ -2,10 +2,11 @@
 on them, cell by cell.
 
 Reads, under the page's data folder (``docs/benchmarks/``), each converged table's ``card.json``
-(``tables_converged/<graph>/``, written by ``kgtuner bench report``) and each graph's ``fair`` replay journal
-(``replay_converged/<graph>/fair/journal.jsonl``, ``kgtuner bench replay --study fair``); a partial table or
-journal is shown as far as it goes, and a graph without a table says so. ``section()`` is the part of
-``docs/benchmarks.md`` that ``scripts/benchmarks/benchmarks_page.py`` writes from them.
+(``tables/<graph>/``, written by ``kgtuner bench report``) and each graph's ``fair`` replay journal
+(``replay/<graph>/fair/journal.jsonl``, ``kgtuner bench replay --study fair``); a partial table or journal is shown
+as far as it goes, and a graph without a table says so. ``section()`` is the part of ``docs/benchmarks.md`` that
+``scripts/benchmarks/benchmarks_page.py`` writes from them; :func:`fair_verdicts` and :func:`recording_state` feed
+the page's summary and the README's block.
 
 The comparison rule, fixed here before the replays (:data:`RULE`; nothing in it is tuned to the results):
 
@@ -35,15 +36,16 @@ from kgtuner.bench.card_cost import CONVERGED_SHARE, PUBLISHED_TOLERANCE
 from kgtuner.bench.compare import ALPHA, cell_verdicts, common_seeds, exhausted_cells, is_bracket, score_answers
 from kgtuner.bench.pool import FULL_GRAPH_POOLS
 
-from .common import SEARCH_LABELS
+from .common import DEMO_GRAPH, SEARCH_LABELS
 from .stage2 import _fmt, _p, paired
 
 #: The graphs the fair benchmark is recorded on (each is shown, with "not recorded yet" while it has no table).
 GRAPHS = ("codex-m", "wn18rr")
 STUDY = "fair"
 REFERENCE = "kgtuner"
-#: Folders under the page's data folder: the converged tables and their replays.
-TABLES, REPLAY = "tables_converged", "replay_converged"
+#: Folders under the page's data folder: the converged tables and their replays (the tables issue 38 found unfair
+#: and their replays are under ``superseded/``).
+TABLES, REPLAY = "tables", "replay"
 #: An answer counts as measured over training noise when its configuration has at least this many recorded seeds.
 ANSWER_SEEDS = 3
 HEADING = "## The fair benchmark (issue 38)"
@@ -63,10 +65,10 @@ def label(algorithm: str) -> str:
     return SEARCH_LABELS.get(name, name) + (f" ({', '.join(bits)})" if bits else "")
 
 
-def _graphs(root: Path) -> list[str]:
-    found = {p.parent.name for p in (root / TABLES).glob("*/card.json")}
-    found |= {p.parent.parent.name for p in (root / REPLAY).glob(f"*/{STUDY}/journal.jsonl")}
-    return [*GRAPHS, *sorted(found - set(GRAPHS))]
+def _graphs(tables: Path, replay: Path | None = None) -> list[str]:
+    found = {p.parent.name for p in tables.glob("*/card.json")}
+    found |= {p.parent.parent.name for p in replay.glob(f"*/{STUDY}/journal.jsonl")} if replay is not None else set()
+    return [*GRAPHS, *sorted(found - set(GRAPHS) - {DEMO_GRAPH})]
 
 
 def _pct(x) -> str:
@@ -133,16 +135,35 @@ def _answer_share(cell: pd.DataFrame) -> float:
     return float((seeds >= ANSWER_SEEDS).mean())
 
 
+def rivals(df: pd.DataFrame) -> list[str]:
+    """The searches KGTuner is compared with, in the grid's order (then any other the journal holds); the miss
+    brackets are KGTuner's and KGTuner+ASHA's own replays, not rivals."""
+    grid = [algorithm_label(a) for a in STUDIES[STUDY].algorithms]
+    present = set(df["algorithm"])
+    others = [a for a in grid if a in present and a != REFERENCE and not is_bracket(a)]
+    return others + sorted(a for a in present - set(grid) if a != REFERENCE and not is_bracket(a))
+
+
+def fair_verdicts(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(verdicts, left out) of a ``fair`` replay by :data:`RULE`: ``kgtuner.bench.compare.cell_verdicts`` of every
+    cell no search exhausted, on its common seeds (``better``: KGTuner ahead, ``worse``: behind), and the exhausted
+    cells (``kgtuner.bench.compare.exhausted_cells``), which get no verdict."""
+    ex = exhausted_cells(df)
+    left = set(zip(ex["graph"], ex["workers"], ex["budget_trials"]))
+    parts = [cell_verdicts(common_seeds(cell), reference=REFERENCE, alpha=ALPHA)
+             for key, cell in df.groupby(["graph", "workers", "budget_trials"], sort=True) if key not in left]
+    parts = [v for v in parts if len(v)]
+    verdicts = pd.concat(parts, ignore_index=True) if parts else cell_verdicts(df.iloc[:0])
+    return verdicts, ex
+
+
 def cell_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """(cells, the other searches in the grid's order). Per cell (graph, workers, budget): seeds compared,
     KGTuner's mean test MRR, per other search its difference and p (``diff:<alg>``, ``p:<alg>``), the searches it
     is behind / ahead of, the exhausted searches, the max searcher share and the share of answers with >= 3 seeds.
     The rule: :data:`RULE`."""
     keys = ["graph", "workers", "budget_trials"]
-    grid = [algorithm_label(a) for a in STUDIES[STUDY].algorithms]
-    present = set(df["algorithm"])
-    others = [a for a in grid if a in present and a != REFERENCE and not is_bracket(a)]
-    others += sorted(a for a in present - set(grid) if a != REFERENCE and not is_bracket(a))
+    others = rivals(df)
     ex = exhausted_cells(df)
     out = []
     for (graph, workers, budget), cell in df.groupby(keys, sort=True):
@@ -218,12 +239,43 @@ def cells_lines(graph: str, df: pd.DataFrame) -> list[str]:
     return md + [""]
 
 
-def section(root: Path) -> list[str]:
-    """The page's lines on issue 38's fair benchmark (``root``: the page's data folder, ``docs/benchmarks``)."""
+def recording_state(tables: Path) -> list[dict]:
+    """Per graph of the fair benchmark (:data:`GRAPHS` first): runs recorded and planned, from its card.json (0 of 0
+    while it has none)."""
+    out = []
+    for graph in _graphs(Path(tables)):
+        path = Path(tables) / graph / "card.json"
+        card = json.loads(path.read_text()) if path.is_file() else {}
+        out.append({"graph": graph, "runs": int(card.get("runs", 0)),
+                    "planned": sum(int(v) for v in (card.get("planned") or {}).values())})
+    return out
+
+
+def load_replays(replay: Path) -> dict[str, pd.DataFrame]:
+    """{graph: its ``fair`` replay's results frame} for every graph with a journal holding a row."""
+    out = {}
+    for journal in sorted(Path(replay).glob(f"*/{STUDY}/journal.jsonl")):
+        df = load_journal(journal)
+        if not df.empty:
+            out[journal.parent.parent.name] = df
+    return out
+
+
+def complete(df: pd.DataFrame) -> bool:
+    """Whether a ``fair`` replay holds every search of the grid (only a complete grid is summarised)."""
+    return len(df) >= len(STUDIES[STUDY].cells())
+
+
+def section(root: Path, tables: Path | None = None, replay: Path | None = None) -> list[str]:
+    """The page's lines on issue 38's fair benchmark (``root``: the page's data folder, ``docs/benchmarks``; the
+    tables and replays under it unless given)."""
     root = Path(root)
+    tables = root / TABLES if tables is None else Path(tables)
+    replay = root / REPLAY if replay is None else Path(replay)
     rel = root.name
     md = [HEADING, "",
-          "The recorded tables the sections above replay were found unfair (issue 38); their successors are recorded "
+          "The recorded tables of the earlier replays were found unfair (issue 38; they are kept under "
+          f"`docs/{rel}/superseded/`, at the end of this page); their successors are recorded "
           "under one protocol fixed before the first run: one rule for every full-graph run (the same epoch limit, "
           "validation, patience and cap in the `expand`, `full` and `decoupled` pools), a run's cost priced per shape "
           "rather than measured (so the budgets do not move with the machine's load), converged runs (at least "
@@ -238,10 +290,10 @@ def section(root: Path) -> list[str]:
           f"docs/{rel}/{REPLAY}/<graph>/{STUDY}`).", "",
           "The recordings, from each table's `card.json`:", ""]
     journals = {}
-    for graph in _graphs(root):
-        card_path = root / TABLES / graph / "card.json"
+    for graph in _graphs(tables, replay):
+        card_path = tables / graph / "card.json"
         md.append(card_line(graph, json.loads(card_path.read_text()) if card_path.is_file() else None, rel))
-        df = load_journal(root / REPLAY / graph / STUDY / "journal.jsonl")
+        df = load_journal(replay / graph / STUDY / "journal.jsonl")
         if not df.empty:
             journals[graph] = df
     md.append("")

@@ -6,14 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .common import README_BEGIN, README_END, SEARCH_LABELS
-from .frames import replay_frames, replayed_graphs, strategies_frame
-from .progress import in_progress, progress_line
-from .stage2 import readme_lines as stage2_readme_lines
-from .summary import QUESTION, SUMMARY_TITLE
+from . import fair
+from .common import README_BEGIN, README_END, SUPERSEDED_HEADING
+from .summary import QUESTION, SUMMARY_TITLE, anchor, pending_lines, superseded_line
 
 #: Where the README's block sends the reader for the figures behind its table.
-PAGE_SUMMARY = "docs/benchmarks.md#" + SUMMARY_TITLE.lstrip("# ").lower()
+PAGE = "docs/benchmarks.md"
+PAGE_SUMMARY = f"{PAGE}#" + anchor(SUMMARY_TITLE)
 
 
 def _where(rows: pd.DataFrame) -> str:
@@ -22,74 +21,69 @@ def _where(rows: pd.DataFrame) -> str:
     counts = rows.groupby("algorithm")["workers"].apply(lambda w: tuple(sorted(int(n) for n in w)))
     groups: dict[tuple[int, ...], list[str]] = {}
     for algorithm, workers in counts.items():
-        groups.setdefault(workers, []).append(SEARCH_LABELS.get(algorithm, algorithm))
+        groups.setdefault(workers, []).append(fair.label(algorithm))
     return "; ".join(", ".join(names) + " at " + " and ".join(map(str, workers))
                      + (" worker" if workers == (1,) else " workers") for workers, names in sorted(groups.items()))
 
 
-def support_cell(verdicts: pd.DataFrame) -> str:
-    """One cell of the README's table: how many of its comparisons KGTuner is better in, worse in, undecided in,
-    naming the better and worse ones unless they are all of them."""
+#: How the README words ``kgtuner.bench.compare.cell_verdicts``'s verdicts (KGTuner against the other search).
+WORDS = {"better": "ahead", "worse": "behind", "undecided": "no significant difference"}
+
+
+def support_cell(verdicts: pd.DataFrame, left_out: int = 0) -> str:
+    """One cell of the README's table: how many of its comparisons KGTuner is ahead in, behind in, undecided in,
+    naming the searches it is ahead of or behind unless they are all of them, and the cells left out."""
     n, parts = len(verdicts), []
     for verdict in ("better", "worse", "undecided"):
         rows = verdicts[verdicts["verdict"] == verdict]
         if len(rows):
             named = verdict != "undecided" and len(rows) < n
-            parts.append(f"{verdict} in {len(rows)}" + (f" ({_where(rows)})" if named else ""))
-    return ", ".join(parts) + f" of {n}"
+            parts.append(f"{WORDS[verdict]} in {len(rows)}" + (f" ({_where(rows)})" if named else ""))
+    text = ", ".join(parts) + f" of {n}" if n else ""
+    if left_out:
+        text += ("; " if text else "") + f"{left_out} cell(s) left out (a pool exhausted)"
+    return text or "-"
 
 
-def main_verdicts(frames: dict[tuple[str, str], pd.DataFrame]) -> tuple[pd.DataFrame | None, list[int]]:
-    """``kgtuner.bench.compare.cell_verdicts`` of every graph whose ``main`` grid is replayed in full (with its
-    ``miss_bracket`` where complete, as the summary's), and the numbers of paired seeds of their cells; None and []
-    where no graph is."""
-    from kgtuner.bench.compare import REFERENCE, cell_verdicts
-
-    answered = sorted(replayed_graphs(frames))
-    if not answered:
-        return None, []
-    verdicts, seeds = [], set()
-    for graph in answered:
-        both = strategies_frame(frames, graph)
-        verdicts.append(cell_verdicts(both))
-        ref = both[both["algorithm"] == REFERENCE]
-        seeds |= set(ref.groupby(["workers", "budget_trials"])["seed"].nunique())
-    return pd.concat(verdicts, ignore_index=True), sorted(seeds)
-
-
-def readme_block(docs: Path, replay_root: Path, tables_root: Path,
-                 frames: dict[tuple[str, str], pd.DataFrame] | None = None) -> list[str]:
-    """The README's benchmark block: one short table of what the replays support (a row per budget, a column per
-    graph; a cell counts KGTuner's verdicts against every other search at every worker count), the tables still in
-    progress, issue 37's stage-2 line (from ``docs/issue37/replay``), and the way to the page's summary, which has every
-    figure behind it."""
+def readme_block(docs: Path, replay_root: Path, tables_root: Path) -> list[str]:
+    """The README's benchmark block: where the ``fair`` grid is replayed in full, one short table of what it
+    supports (a row per budget, a column per graph; a cell counts KGTuner's verdicts against every other search at
+    every worker count); the graphs still pending; where the superseded replays went; the way to the page."""
     from kgtuner.bench.compare import ALPHA
 
-    frames = replay_frames(replay_root) if frames is None else frames
-    verdicts, seeds = main_verdicts(frames)
+    replays = fair.load_replays(replay_root)
+    done = {g: df for g, df in sorted(replays.items()) if fair.complete(df)}
     md = [f"**{QUESTION}**"]
-    if verdicts is not None:
-        rivals = ", ".join(SEARCH_LABELS.get(a, a) for a in sorted(verdicts["algorithm"].unique()))
-        counts = sorted(int(w) for w in verdicts["workers"].unique())
-        workers = " and ".join(map(str, counts)) + (" worker" if counts == [1] else " workers")
-        n_seeds = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]} to {seeds[-1]}"
-        graphs = sorted(verdicts["graph"].unique())
-        md[0] += (f" Replayed on recorded tables of real training runs, KGTuner against {rivals} at {workers}, "
-                  f"{n_seeds} paired seeds of the answer's test MRR per comparison: *better* or *worse* "
-                  f"where the exact two-sided Wilcoxon p < {ALPHA:g} agrees with the mean under every stage-2 mapping "
-                  "replayed, else *undecided*.")
+    tests = 0
+    if done:
+        judged = {g: fair.fair_verdicts(df) for g, df in done.items()}
+        counts = sorted({int(w) for df in done.values() for w in df["workers"].unique()})
+        seeds = sorted({int(n) for df in done.values()
+                        for n in df.groupby(["workers", "budget_trials"])["seed"].nunique()})
+        rivals = ", ".join(fair.label(a) for a in fair.rivals(pd.concat(done.values(), ignore_index=True)))
+        md[0] += (f" Replayed on the fair tables of real training runs (issue 38), KGTuner against {rivals} at "
+                  + " and ".join(map(str, counts)) + (" worker" if counts == [1] else " workers")
+                  + f", {seeds[0] if len(seeds) == 1 else f'{seeds[0]} to {seeds[-1]}'} paired seeds per "
+                  f"comparison: *ahead* or *behind* where the exact two-sided Wilcoxon p < {ALPHA:g} agrees with the "
+                  "mean under every stage-2 mapping replayed; a cell where a search ran out of its pool is left out.")
+        graphs = list(done)
+        budgets = sorted({float(b) for df in done.values() for b in df["budget_trials"].unique()})
         md += ["", "| budget (mean full-graph trials) | " + " | ".join(graphs) + " |",
                "|---" * (len(graphs) + 1) + "|"]
-        for budget, cell in verdicts.groupby("budget_trials", sort=True):
-            per = [cell[cell["graph"] == g] for g in graphs]
-            md.append(f"| {budget:g} | " + " | ".join(support_cell(c) if len(c) else "-" for c in per) + " |")
-    md += progress_line(in_progress(tables_root, frames), verdicts is not None,
-                        "docs/benchmarks.md#recorded-tables-in-progress")
-    md += stage2_readme_lines(docs / "issue37" / "replay", replay_root)  # issue 37's stage 2, where replayed
-    chance = (f"These are {len(verdicts)} paired tests at p < {ALPHA:g}: about {ALPHA * len(verdicts):.0f} could pass "
-              "by chance alone. " if verdicts is not None else "")
-    return md + ["", f"{chance}Each comparison's figures, KGTuner's defaults and the live end-to-end suite: "
-                     f"[docs/benchmarks.md]({PAGE_SUMMARY})."]
+        for budget in budgets:
+            cells = []
+            for g in graphs:
+                verdicts, left = judged[g]
+                cells.append(support_cell(verdicts[verdicts["budget_trials"] == budget],
+                                          int((left["budget_trials"] == budget).sum())))
+            md.append(f"| {budget:g} | " + " | ".join(cells) + " |")
+        tests = sum(len(v) for v, _ in judged.values())
+    pending = pending_lines(tables_root, replays, f"{PAGE}#" + anchor(fair.HEADING))
+    md += ([""] if pending else []) + pending
+    md += superseded_line(f"{PAGE}#" + anchor(SUPERSEDED_HEADING))
+    chance = (f"These are {tests} paired tests at p < {ALPHA:g}: about {ALPHA * tests:.1f} could pass by chance "
+              "alone. " if tests else "")
+    return md + ["", f"{chance}Each comparison's figures and the live end-to-end suite: [{PAGE}]({PAGE_SUMMARY})."]
 
 
 def write_readme_block(readme: Path, block: list[str]) -> bool:

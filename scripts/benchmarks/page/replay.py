@@ -112,13 +112,18 @@ def loss_lines(both: pd.DataFrame, verdicts: pd.DataFrame, runs: pd.DataFrame | 
     return md
 
 
+#: The replay section's heading unless told (the page's superseded part names its own).
+REPLAY_TITLE = "## Search strategies replayed on recorded tables"
+
+
 def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
-                   frames: dict[tuple[str, str], pd.DataFrame] | None = None) -> list[str]:
-    """The replay benchmark (issue 22), first on the page: per graph with results journals under
-    ``replay_root/<graph>/<study>/`` (``kgtuner bench replay --study``), the comparison of ``kgtuner.bench.compare``
-    on the recorded table ``tables_root/<graph>/`` (its card's scale beside it), the anytime curves, and the pool's
-    subgraph / full-graph SRCC; every search of every graph and study also goes to ``replay_root/results.parquet``
-    (one row each, the anytime curve left out). Empty when no replay was run."""
+                   frames: dict[tuple[str, str], pd.DataFrame] | None = None, title: str = REPLAY_TITLE) -> list[str]:
+    """The replay benchmark (issue 22): per graph with results journals under ``replay_root/<graph>/<study>/``
+    (``kgtuner bench replay --study``), the comparison of ``kgtuner.bench.compare`` on the recorded table
+    ``tables_root/<graph>/`` (its card's scale beside it, linked as ``rel/tables/<graph>/card.md``), the anytime
+    curves (``docs/replay_<graph>_<study>_curves.png``, linked as ``rel/...``), and the pool's subgraph / full-graph
+    SRCC; every search of every graph and study also goes to ``replay_root/results.parquet`` (one row each, the
+    anytime curve left out). Empty when no replay was run."""
     from kgtuner.bench.benchmark import results_frame
     from kgtuner.bench.compare import (cell_verdicts, format_summary, plot_anytime, subgraph_srcc, summarize,
                                        table_best_test)
@@ -128,7 +133,7 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
     frames = replay_frames(replay_root) if frames is None else frames
     if not frames:
         return []
-    md = ["## Search strategies replayed on recorded tables (the main evidence)", "",
+    md = [title, "",
           "Each strategy's own searcher and scheduler, replayed on simulated time on a table of real training runs "
           "recorded once (`kgtuner bench record`, `kgtuner bench replay`; how a replay works: "
           "[tables/README.md](benchmarks/tables/README.md)). Budgets are compute in mean full-graph trials of the "
@@ -151,22 +156,22 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
         counts = card.get("counts") or {}
         scale = ", ".join(f"{pool} {c.get('runs', c) if isinstance(c, dict) else c}" for pool, c in counts.items())
         md += [f"### {graph}", "",
-               f"Table: `{folder}` ({scale or 'see its card'}; [card]({Path('benchmarks') / 'tables' / graph / 'card.md'})).",
+               f"Table: `{folder}` ({scale or 'see its card'}; [card]({rel}/tables/{graph}/card.md)).",
                ""]
         grouped = {n for _, names in REPLAY_GROUPS for n in names}
         others = tuple((f"Grid `{n}`", (n,)) for n in sorted(studies) if n not in grouped)  # a user's own grids
-        for title, names in REPLAY_GROUPS + others:
+        for group, names in REPLAY_GROUPS + others:
             parts = [frames[graph, n] for n in names if (graph, n) in frames]
             if not parts:
                 continue
             df = results_frame(pd.concat(parts, ignore_index=True).to_dict("records"))
             everything.append(df)
             used = [f"`{studies[n]}`" + _partial(frames, graph, n) for n in names if (graph, n) in frames]
-            md += [f"#### {title}", "", f"Results: {', '.join(used)} ({len(df)} replayed searches).",
+            md += [f"#### {group}", "", f"Results: {', '.join(used)} ({len(df)} replayed searches).",
                    "", "```", format_summary(summarize(df, table_best=best)).strip("\n"), "```", ""]
             png = docs / f"replay_{graph}_{names[0]}_curves.png"
             plot_anytime(df, png)
-            md += [f"![anytime curves on {graph}: {title}]({rel}/{png.name})", ""]
+            md += [f"![anytime curves on {graph}: {group}]({rel}/{png.name})", ""]
             if names[0] == "main" and graph in replayed_graphs(frames):
                 both = strategies_frame(frames, graph)
                 verdicts = cell_verdicts(both)

@@ -2,8 +2,8 @@
 and when its first full-graph answer arrives.
 
 Reads the journals of ``kgtuner bench replay --study stage2`` and ``--study rf_bore_now``
-(``docs/benchmarks/issue37/replay/<graph>/<study>/``), and, for random search, TPE and KGTuner before issue 37, the
-``main`` grid's journals (``docs/benchmarks/replay/<graph>/main/``: code those searches share with today's, except
+(``docs/benchmarks/superseded/issue37/replay/<graph>/<study>/``), and, for random search, TPE and KGTuner before
+issue 37, the ``main`` grid's journals (``docs/benchmarks/superseded/replay/<graph>/main/``: code those searches share with today's, except
 KGTuner's). Prints the study's tables (``python scripts/benchmarks/page/stage2.py``); ``section()`` is the part of
 ``docs/benchmarks.md`` that ``scripts/benchmarks/benchmarks_page.py`` writes from them.
 
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from kgtuner.bench.benchmark import ResultsJournal, results_frame
-from kgtuner.bench.compare import (cell_verdicts, common_seeds, decide_defaults, first_answer_table, mean_ci,
+from kgtuner.bench.compare import (cell_verdicts, decide_defaults, first_answer_table, mean_ci,
                                    score_answers, variant_verdicts, wilcoxon_p)
 
 REFERENCE = "kgtuner"
@@ -101,10 +101,11 @@ def section(replay: Path, main_replay: Path) -> list[str]:
     study = data["study"]
     if study.empty:
         return []
-    cmd = ("`kgtuner bench replay --table docs/benchmarks/tables/<graph> --study stage2 --out "
-           "docs/benchmarks/issue37/replay/<graph>/stage2 --no-reuse` (and `--study rf_bore_now`); the tables: "
+    cmd = ("`kgtuner bench replay --table docs/benchmarks/superseded/tables/<graph> --study stage2 --out "
+           "docs/benchmarks/superseded/issue37/replay/<graph>/stage2 --no-reuse` (and `--study rf_bore_now`; run when "
+           "these folders were `docs/benchmarks/tables/` and `docs/benchmarks/issue37/replay/`); the tables: "
            "`python scripts/benchmarks/page/stage2.py`")
-    md = ["## KGTuner's stage 2 after issue 37 (replayed on the recorded tables)", "",
+    md = ["## KGTuner's stage 2 after issue 37 (replayed on the superseded tables)", "",
           "Issue 37 changed three things in KGTuner, all on by default: stage 2's first round trains every top-10 "
           "stage-1 configuration once, in the warm forest's order, before any configuration's second size "
           "(`stage2_searcher.cover`; before, 8 slots at the switch took the four sizes of two configurations); "
@@ -139,36 +140,6 @@ def section(replay: Path, main_replay: Path) -> list[str]:
                                    "no variant wins on both graphs; the defaults stay as they are.")]
     md += section_cells(data)
     return md + [""]
-
-
-ANCHOR = "docs/benchmarks.md#kgtuners-stage-2-after-issue-37-replayed-on-the-recorded-tables"
-
-
-def readme_lines(replay: Path, main_replay: Path) -> list[str]:
-    """The README's line on issue 37's stage 2: per graph, KGTuner now minus before (each seed's difference averaged
-    over the worker counts and budgets, 95% CI, exact Wilcoxon p) on the seeds replayed so far; none without a
-    journal."""
-    data = load(replay, main_replay)
-    study, before = data["study"], data["before"]
-    if study.empty or before.empty:
-        return []
-    parts = []
-    for graph, g in study.groupby("graph", sort=True):
-        d = paired(pd.concat([g, before[before["graph"] == graph]], ignore_index=True), REFERENCE, [BEFORE])
-        rows = score_answers(pd.concat([g[g["algorithm"] == REFERENCE], before[before["graph"] == graph]]))
-        wide = rows.pivot_table(index=["workers", "budget_trials", "seed"], columns="algorithm", values="test_mrr",
-                                aggfunc="first").dropna()
-        if wide.empty or d.empty:
-            continue
-        per_seed = (wide[REFERENCE] - wide[BEFORE]).groupby(level="seed").mean().to_numpy(dtype=float)
-        mean, lo, hi = mean_ci(per_seed)
-        seeds = int(g.groupby("algorithm")["seed"].nunique().min())
-        parts.append(f"{graph} ({seeds} of {SEEDS} seeds): {_fmt(mean)} [{_fmt(lo)}, {_fmt(hi)}], p {_p(wilcoxon_p(per_seed))}")
-    if not parts:
-        return []
-    return ["", "**Stage 2 since issue 37** (its first round trains every top-10 configuration once; the forest acts from "
-                "the third trial): KGTuner's answer now minus before, test MRR per seed over both worker counts and "
-                "the three budgets: " + "; ".join(parts) + f". The rule's verdicts and every cell: [the page]({ANCHOR})."]
 
 
 def section_cells(data: dict[str, pd.DataFrame]) -> list[str]:
@@ -232,8 +203,8 @@ def section_cells(data: dict[str, pd.DataFrame]) -> list[str]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--replay", type=Path, default=Path("docs/benchmarks/issue37/replay"))
-    ap.add_argument("--main-replay", type=Path, default=Path("docs/benchmarks/replay"))
+    ap.add_argument("--replay", type=Path, default=Path("docs/benchmarks/superseded/issue37/replay"))
+    ap.add_argument("--main-replay", type=Path, default=Path("docs/benchmarks/superseded/replay"))
     args = ap.parse_args(argv)
     data = load(args.replay, args.main_replay)
     if data["study"].empty:

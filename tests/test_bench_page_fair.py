@@ -100,10 +100,19 @@ def _fair_rows(graph: str, seeds: int = 8) -> list[dict]:
                  _row(graph, "rf_bore", 1, 10, s, 0.35 + noise, searcher_s=2.0),
                  _row(graph, "random", 1, 10, s, 0.30 + noise + (0.002 if s % 2 else -0.002)),
                  _row(graph, "rf_bore[space=decoupled]", 1, 10, s, 0.30 + noise + (0.001 if s % 2 else -0.001))]
-        # budget 30: random search repeated recorded runs -> the cell is left out, although RF+BORE is far ahead
+        # budget 30: random search repeated recorded runs -> it is left out of the cell, RF+BORE still judged
         rows += [_row(graph, "kgtuner", 1, 30, s, 0.30 + noise),
                  _row(graph, "rf_bore", 1, 30, s, 0.40 + noise),
-                 _row(graph, "random", 1, 30, s, 0.31 + noise, repeats=3 if s == 0 else 0)]
+                 _row(graph, "random", 1, 30, s, 0.51 + noise, repeats=3 if s == 0 else 0)]
+        # 8 workers, budget 30: KGTuner's own miss bracket repeated recorded runs -> the whole cell is left out
+        rows += [_row(graph, "kgtuner", 8, 30, s, 0.30 + noise),
+                 _row(graph, "kgtuner[on_miss=lose]", 8, 30, s, 0.29 + noise, repeats=1 if s == 1 else 0),
+                 _row(graph, "rf_bore", 8, 30, s, 0.40 + noise)]
+        # 8 workers, budget 100: KGTuner+ASHA's miss bracket ran out -> KGTuner+ASHA left out, random search judged
+        rows += [_row(graph, "kgtuner", 8, 100, s, 0.30 + noise),
+                 _row(graph, "kgtuner_asha", 8, 100, s, 0.45 + noise),
+                 _row(graph, "kgtuner_asha[on_miss=lose]", 8, 100, s, 0.44 + noise, repeats=5 if s == 2 else 0),
+                 _row(graph, "random", 8, 100, s, 0.25 + noise)]
         # budget 100: differences of both signs, nothing significant
         rows += [_row(graph, "kgtuner", 1, 100, s, 0.30 + noise),
                  _row(graph, "rf_bore", 1, 100, s, 0.30 + noise + (0.01 if s % 2 else -0.01))]
@@ -125,31 +134,38 @@ def test_fair_replay_cells_verdicts_exhaustion_and_answer_seeds(fair, tmp_path):
     _journal(root, "codex-m", _fair_rows("codex-m"))
     md = fair.section(root)
     text = "\n".join(md)
-    assert "**codex-m**: 96 of the grid's 1620 searches replayed (**partial**" in text
+    assert "**codex-m**: 152 of the grid's 1620 searches replayed (**partial**" in text
     header = next(line for line in md if line.startswith("| workers |"))
     cols = [c.strip() for c in header.strip("|").split("|")]
     # the other searches of the grid in its order; the miss bracket is no rival column
-    assert cols[4:] == ["RF+BORE", "random search", "RF+BORE (decoupled)", "verdict", "max searcher share",
-                        "answers with >= 3 seeds"]
+    assert cols[4:] == ["KGTuner+ASHA", "RF+BORE", "random search", "RF+BORE (decoupled)", "verdict",
+                        "max searcher share", "answers with >= 3 seeds"]
     behind = _row_of(md, 1, 10)
     cells = [c.strip() for c in behind.strip("|").split("|")]
     assert cells[2] == "8" and cells[3] == f"{(0.30 * 8 + 0.001 * sum(s % 3 for s in range(8))) / 8:.3f}"
     p = wilcoxon_p([0.05] * 8)
-    assert cells[4] == f"+0.050 ({p:.3f})" and p < 0.05
-    assert cells[7] == "KGTuner behind RF+BORE"
-    assert cells[8] == "0.20%"  # RF+BORE's searcher: 2 s of a 1000 s budget
+    assert cells[4] == "–" and cells[5] == f"+0.050 ({p:.3f})" and p < 0.05  # no KGTuner+ASHA in this cell
+    assert cells[8] == "KGTuner behind RF+BORE"
+    assert cells[9] == "0.20%"  # RF+BORE's searcher: 2 s of a 1000 s budget
     # answers with 3 recorded seeds: every row but KGTuner's even seeds (4 of the cell's 40 answers)
-    assert cells[9] == "90%"
+    assert cells[10] == "90%"
     exhausted = _row_of(md, 1, 30)
-    assert "left out: pool exhausted (random search repeated runs)" in exhausted
-    assert "behind" not in exhausted and "+0.100" not in exhausted
+    cells = [c.strip() for c in exhausted.strip("|").split("|")]
+    assert cells[5] == f"+0.100 ({p:.3f})" and cells[6] == "–"  # RF+BORE judged; random search's +0.21 is not
+    assert cells[8] == "KGTuner behind RF+BORE (random search left out: pool exhausted)"
+    own = _row_of(md, 8, 30)
+    assert "left out: pool exhausted (KGTuner repeated runs)" in own and "behind" not in own and "+0.100" not in own
+    asha = _row_of(md, 8, 100)
+    assert "KGTuner ahead of random search (KGTuner+ASHA left out: pool exhausted)" in asha and "+0.150" not in asha
     undecided = _row_of(md, 1, 100)
     assert "no significant difference" in undecided and "behind" not in undecided
     ahead = _row_of(md, 8, 10)
     assert "KGTuner ahead of random search" in ahead and "behind" not in ahead
     summary = next(line for line in md if line.startswith("KGTuner is significantly behind"))
-    assert "1 worker(s), budget 10 (RF+BORE)" in summary and "budget 30" not in summary
-    assert "Left out (a search ran out of its pool): 1 of 4 cells" in summary
+    assert "1 worker(s), budget 10 (RF+BORE); 1 worker(s), budget 30 (RF+BORE)" in summary
+    assert "Left out whole (KGTuner's own replays ran out of the pool): 1 of 6 cells." in summary
+    assert ("Left out of their cell's comparisons (a search ran out of its pool): random search at 1 worker(s), "
+            "budget 30; KGTuner+ASHA at 8 worker(s), budget 100.") in summary
     assert "No `fair` replay yet" not in text and "p < 0.05" in text
     # the card-less graph of the replay is still shown as not recorded yet
     assert "not recorded yet" in next(line for line in md if line.startswith("- **codex-m**"))
@@ -175,7 +191,7 @@ def test_the_committed_page_carries_the_section():
 def _complete_rows(graph: str) -> list[dict]:
     """Every search of the ``fair`` grid: KGTuner 0.05 ahead of random search everywhere, behind RF+BORE by 0.05 at
     budget 10, level with every other search (signs alternating by seed); TPE repeated recorded runs at 8 workers,
-    budget 100 (that cell is left out)."""
+    budget 100 (TPE is left out of that cell's comparisons)."""
     from kgtuner.bench.benchmark import STUDIES
 
     rows = []
@@ -211,7 +227,7 @@ def test_the_summary_and_the_readme_answer_from_a_complete_fair_grid_only(tmp_pa
     assert len(cells) == len({(w, b) for _, w, b, _ in STUDIES["fair"].cells()}) == 6
     assert "KGTuner behind RF+BORE; ahead of random search |" in cells["1", "10"]
     assert cells["1", "30"].endswith("| KGTuner ahead of random search |")
-    assert "left out: pool exhausted (TPE repeated runs)" in cells["8", "100"]
+    assert cells["8", "100"].endswith("| KGTuner ahead of random search (TPE left out: pool exhausted) |")
     assert "the wn18rr table holds 1090 of its 1210 planned runs" in summary and "codex-m table" not in summary
     assert "are no evidence either way" in summary and "#superseded-the-replays-on-the-tables-issue-38-found-unfair" \
         in summary
@@ -221,11 +237,11 @@ def test_the_summary_and_the_readme_answer_from_a_complete_fair_grid_only(tmp_pa
     rivals = len([a for a in STUDIES["fair"].algorithms if a != "kgtuner" and "on_miss" not in a])
     assert rows["10"] == (f"| 10 | ahead in 2 (random search at 1 and 8 workers), behind in 2 (RF+BORE at 1 and 8 "
                           f"workers), no significant difference in {2 * rivals - 4} of {2 * rivals} |")
-    # budget 100: the 8-worker cell is left out, its comparisons not counted
-    assert rows["100"] == (f"| 100 | ahead in 1 (random search at 1 worker), no significant difference in "
-                           f"{rivals - 1} of {rivals}; 1 cell(s) left out (a pool exhausted) |")
+    # budget 100: TPE left out of the 8-worker cell's comparisons, not counted
+    assert rows["100"] == (f"| 100 | ahead in 2 (random search at 1 and 8 workers), no significant difference in "
+                           f"{2 * rivals - 3} of {2 * rivals - 1}; 1 left out (a pool exhausted) |")
     assert "1090 of its 1210" in block and "no evidence either way" in block
-    assert f"These are {6 * rivals - rivals} paired tests" in block
+    assert f"These are {6 * rivals - 1} paired tests" in block
     # a complete table whose grid is replayed in part answers nothing yet: only its progress
     import shutil
 

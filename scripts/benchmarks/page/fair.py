@@ -19,8 +19,12 @@ The comparison rule, fixed here before the replays (:data:`RULE`; nothing in it 
 - the verdict is :func:`kgtuner.bench.compare.cell_verdicts` at :data:`ALPHA`: KGTuner *behind* an algorithm when
   its paired difference is negative at p < ALPHA with the mean and the signed ranks on the same side, under every
   stage-2 mapping the cell replayed (misses replaced by the nearest expansion, and lost); *ahead* the other way;
-- a cell where any search ran out of its pool (``repeats > 0``, :func:`kgtuner.bench.compare.exhausted_cells`)
-  gets no figures and no verdict: it measures the table's size, not the searches ("left out: pool exhausted").
+- a search that ran out of its pool in a cell (``repeats > 0`` in its own replay or its miss bracket,
+  :func:`kgtuner.bench.compare.exhausted_cells`) is left out of that cell's comparisons: its figure there measures
+  the table's size, not the search ("left out: pool exhausted"); where KGTuner's own replays ran out, the whole
+  cell is left out. (Settled before any ``fair`` replay, from the pools' sizes alone: KGTuner+ASHA starts more
+  stage-1 trials at budget 100 than the stage-1 pool holds, and leaving its cells out whole would have left out
+  every comparison at that budget.)
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ RULE = (f"per cell (graph, workers, budget), on the seeds every search of it has
         f"minus KGTuner's, and the exact two-sided Wilcoxon signed-rank p over the paired seeds; KGTuner is *behind* a "
         f"search when that difference is positive at p < {ALPHA:g} with its mean and signed ranks on the same side, "
         f"under every stage-2 mapping replayed for the cell (misses replaced by the nearest expansion, and lost), "
-        f"*ahead* of it the other way; a cell where any search ran out of its pool (repeats > 0) is left out")
+        f"*ahead* of it the other way; a search that ran out of its pool in a cell (repeats > 0, in its replay or its "
+        f"miss bracket) is left out of that cell's comparisons, and the whole cell where KGTuner's own replays did")
 
 
 def label(algorithm: str) -> str:
@@ -144,43 +149,71 @@ def rivals(df: pd.DataFrame) -> list[str]:
     return others + sorted(a for a in present - set(grid) if a != REFERENCE and not is_bracket(a))
 
 
+def exhausted_in(df: pd.DataFrame) -> dict[tuple, set[str]]:
+    """{(graph, workers, budget): the searches of the cell that ran out of their pool}, a miss bracket's exhaustion
+    counted as its search's (``kgtuner_asha[on_miss=lose]`` -> ``kgtuner_asha``)."""
+    out: dict[tuple, set[str]] = {}
+    for r in exhausted_cells(df).to_dict("records"):
+        name = r["algorithm"]
+        if is_bracket(name):
+            base, overrides, _ = parse_algorithm(name)
+            name = algorithm_label(base + (f"[{','.join(overrides)}]" if overrides else ""))
+        out.setdefault((r["graph"], int(r["workers"]), float(r["budget_trials"])), set()).add(name)
+    return out
+
+
+def _judged(cell: pd.DataFrame, out: set[str]) -> pd.DataFrame:
+    """The cell's rows without the searches left out (``out``) and their miss brackets."""
+    keep = [a for a in cell["algorithm"].unique()
+            if not any(a == o or (is_bracket(a) and a == algorithm_label(o, "lose")) for o in out)]
+    return cell[cell["algorithm"].isin(keep)]
+
+
 def fair_verdicts(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(verdicts, left out) of a ``fair`` replay by :data:`RULE`: ``kgtuner.bench.compare.cell_verdicts`` of every
-    cell no search exhausted, on its common seeds (``better``: KGTuner ahead, ``worse``: behind), and the exhausted
-    cells (``kgtuner.bench.compare.exhausted_cells``), which get no verdict."""
-    ex = exhausted_cells(df)
-    left = set(zip(ex["graph"], ex["workers"], ex["budget_trials"]))
-    parts = [cell_verdicts(common_seeds(cell), reference=REFERENCE, alpha=ALPHA)
-             for key, cell in df.groupby(["graph", "workers", "budget_trials"], sort=True) if key not in left]
+    """(verdicts, left out) of a ``fair`` replay by :data:`RULE`: ``kgtuner.bench.compare.cell_verdicts`` per cell on
+    its common seeds (``better``: KGTuner ahead, ``worse``: behind), without the searches that ran out of their pool
+    there, and the comparisons left out (graph, workers, budget_trials, algorithm): those searches, or every one of
+    a cell where KGTuner's own replays ran out."""
+    hit = exhausted_in(df)
+    others = rivals(df)
+    parts, left = [], []
+    for key, cell in df.groupby(["graph", "workers", "budget_trials"], sort=True):
+        out = hit.get((key[0], int(key[1]), float(key[2])), set())
+        dropped = [a for a in others if a in set(cell["algorithm"])] if REFERENCE in out else sorted(out)
+        left += [{"graph": key[0], "workers": int(key[1]), "budget_trials": float(key[2]), "algorithm": a}
+                 for a in dropped]
+        if REFERENCE not in out:
+            parts.append(cell_verdicts(common_seeds(_judged(cell, out)), reference=REFERENCE, alpha=ALPHA))
     parts = [v for v in parts if len(v)]
     verdicts = pd.concat(parts, ignore_index=True) if parts else cell_verdicts(df.iloc[:0])
-    return verdicts, ex
+    return verdicts, pd.DataFrame(left, columns=["graph", "workers", "budget_trials", "algorithm"])
 
 
 def cell_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """(cells, the other searches in the grid's order). Per cell (graph, workers, budget): seeds compared,
     KGTuner's mean test MRR, per other search its difference and p (``diff:<alg>``, ``p:<alg>``), the searches it
-    is behind / ahead of, the exhausted searches, the max searcher share and the share of answers with >= 3 seeds.
-    The rule: :data:`RULE`."""
+    is behind / ahead of, the searches that ran out of their pool (``exhausted``; ``cell_out`` when KGTuner's own
+    replays did), the max searcher share and the share of answers with >= 3 seeds. The rule: :data:`RULE`."""
     keys = ["graph", "workers", "budget_trials"]
     others = rivals(df)
-    ex = exhausted_cells(df)
+    hit = exhausted_in(df)
     out = []
     for (graph, workers, budget), cell in df.groupby(keys, sort=True):
-        common = common_seeds(cell)
+        gone = hit.get((graph, int(workers), float(budget)), set())
+        common = common_seeds(_judged(cell, gone))
         ref = score_answers(common[common["algorithm"] == REFERENCE])
-        hit = ex[(ex["graph"] == graph) & (ex["workers"] == workers) & (ex["budget_trials"] == budget)]
         row = {"graph": graph, "workers": int(workers), "budget": float(budget), "seeds": int(ref["seed"].nunique()),
                "kgtuner": float(ref["test_mrr"].mean()) if len(ref) else np.nan,
-               "exhausted": sorted(hit["algorithm"]), "behind": [], "ahead": [], "judged": 0,
+               "exhausted": sorted(gone), "cell_out": REFERENCE in gone, "behind": [], "ahead": [], "judged": 0,
                "searcher_share": float(cell["searcher_share"].max()) if "searcher_share" in cell else np.nan,
                "answer_seeds": _answer_share(cell)}
-        if len(ref) and others and not row["exhausted"]:
-            for r in paired(common, REFERENCE, others).to_dict("records"):
+        compared = [a for a in others if a not in gone]
+        if len(ref) and compared and not row["cell_out"]:
+            for r in paired(common, REFERENCE, compared).to_dict("records"):
                 row[f"diff:{r['other']}"], row[f"p:{r['other']}"] = r["diff"], r["p"]
             v = cell_verdicts(common, reference=REFERENCE, alpha=ALPHA)
-            row["behind"] = [a for a in others if a in set(v.loc[v["verdict"] == "worse", "algorithm"])]
-            row["ahead"] = [a for a in others if a in set(v.loc[v["verdict"] == "better", "algorithm"])]
+            row["behind"] = [a for a in compared if a in set(v.loc[v["verdict"] == "worse", "algorithm"])]
+            row["ahead"] = [a for a in compared if a in set(v.loc[v["verdict"] == "better", "algorithm"])]
             row["judged"] = int(len(v))
         out.append(row)
     return pd.DataFrame(out), others
@@ -188,8 +221,9 @@ def cell_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def verdict(row: dict) -> str:
     """The cell's verdict in words."""
-    if row["exhausted"]:
-        return "left out: pool exhausted (" + ", ".join(label(a) for a in row["exhausted"]) + " repeated runs)"
+    exhausted = ", ".join(label(a) for a in row["exhausted"])
+    if row["cell_out"]:
+        return f"left out: pool exhausted ({exhausted} repeated runs)"
     if not row["judged"]:
         return "–"
     words = []
@@ -197,7 +231,8 @@ def verdict(row: dict) -> str:
         words.append("KGTuner behind " + ", ".join(label(a) for a in row["behind"]))
     if row["ahead"]:
         words.append(("ahead of " if words else "KGTuner ahead of ") + ", ".join(label(a) for a in row["ahead"]))
-    return "; ".join(words) if words else "no significant difference"
+    text = "; ".join(words) if words else "no significant difference"
+    return text + (f" ({exhausted} left out: pool exhausted)" if row["exhausted"] else "")
 
 
 def cells_lines(graph: str, df: pd.DataFrame) -> list[str]:
@@ -219,7 +254,7 @@ def cells_lines(graph: str, df: pd.DataFrame) -> list[str]:
               f"answers with >= {ANSWER_SEEDS} seeds"]
     md += ["| " + " | ".join(header) + " |", "|---:|---:|---:|---:|" + "---:|" * len(others) + "---|---:|---:|"]
     for row in cells.to_dict("records"):
-        diffs = ["–" if row["exhausted"] or f"diff:{a}" not in row or not np.isfinite(row[f"diff:{a}"])
+        diffs = ["–" if row["cell_out"] or f"diff:{a}" not in row or not np.isfinite(row[f"diff:{a}"])
                  else f"{_fmt(row[f'diff:{a}'])} ({_p(row[f'p:{a}'])})" for a in others]
         share = row["searcher_share"]
         md.append("| " + " | ".join([str(row["workers"]), f"{row['budget']:g}", str(row["seeds"]),
@@ -227,12 +262,17 @@ def cells_lines(graph: str, df: pd.DataFrame) -> list[str]:
                                      "–" if not np.isfinite(share) else f"{share:.2%}",
                                      _pct(row["answer_seeds"])]) + " |")
     behind = [r for r in cells.to_dict("records") if r["behind"]]
-    left = [r for r in cells.to_dict("records") if r["exhausted"]]
+    whole = [r for r in cells.to_dict("records") if r["cell_out"]]
+    part = [r for r in cells.to_dict("records") if r["exhausted"] and not r["cell_out"]]
+    left = ((f" Left out whole (KGTuner's own replays ran out of the pool): {len(whole)} of {len(cells)} cells." if whole
+             else "") + (" Left out of their cell's comparisons (a search ran out of its pool): " + "; ".join(
+                 f"{', '.join(label(a) for a in r['exhausted'])} at {r['workers']} worker(s), budget {r['budget']:g}"
+                 for r in part) + "." if part else ""))
     tests = int(cells["judged"].sum())
     md += ["", (("KGTuner is significantly behind in " + "; ".join(
         f"{r['workers']} worker(s), budget {r['budget']:g} ({', '.join(label(a) for a in r['behind'])})"
         for r in behind) + ".") if behind else "In no judged cell is KGTuner significantly behind another search.")
-        + (f" Left out (a search ran out of its pool): {len(left)} of {len(cells)} cells." if left else "")
+        + left
         + (f" These are {tests} paired tests at p < {ALPHA:g}: about {ALPHA * tests:.1f} could pass by chance alone, "
            "so read one cell with care; a pattern across cells and graphs is the stronger evidence."
            if tests else "")]

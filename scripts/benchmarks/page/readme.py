@@ -32,7 +32,7 @@ WORDS = {"better": "ahead", "worse": "behind", "undecided": "no significant diff
 
 def support_cell(verdicts: pd.DataFrame, left_out: int = 0) -> str:
     """One cell of the README's table: how many of its comparisons KGTuner is ahead in, behind in, undecided in,
-    naming the searches it is ahead of or behind unless they are all of them, and the cells left out."""
+    naming the searches it is ahead of or behind unless they are all of them, and the comparisons left out."""
     n, parts = len(verdicts), []
     for verdict in ("better", "worse", "undecided"):
         rows = verdicts[verdicts["verdict"] == verdict]
@@ -41,7 +41,7 @@ def support_cell(verdicts: pd.DataFrame, left_out: int = 0) -> str:
             parts.append(f"{WORDS[verdict]} in {len(rows)}" + (f" ({_where(rows)})" if named else ""))
     text = ", ".join(parts) + f" of {n}" if n else ""
     if left_out:
-        text += ("; " if text else "") + f"{left_out} cell(s) left out (a pool exhausted)"
+        text += ("; " if text else "") + f"{left_out} left out (a pool exhausted)"
     return text or "-"
 
 
@@ -65,7 +65,8 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path) -> list[str]:
                   + " and ".join(map(str, counts)) + (" worker" if counts == [1] else " workers")
                   + f", {seeds[0] if len(seeds) == 1 else f'{seeds[0]} to {seeds[-1]}'} paired seeds per "
                   f"comparison: *ahead* or *behind* where the exact two-sided Wilcoxon p < {ALPHA:g} agrees with the "
-                  "mean under every stage-2 mapping replayed; a cell where a search ran out of its pool is left out.")
+                  "mean under every stage-2 mapping replayed; a search that ran out of its pool is left out of the "
+                  "comparison there.")
         graphs = list(done)
         budgets = sorted({float(b) for df in done.values() for b in df["budget_trials"].unique()})
         md += ["", "| budget (mean full-graph trials) | " + " | ".join(graphs) + " |",

@@ -236,3 +236,43 @@ def test_the_card_of_a_recording_with_no_full_graph_run_yet(recording, tmp_path)
                                                    if r["kind"] != "run" or r["pool"] == "stage1"))
     bt.finalize(journal, tmp_path / "table")
     assert "Converged runs: - of the 0 full-graph runs" in (tmp_path / "table" / "card.md").read_text()
+
+
+def test_pool_headroom_predicts_each_runs_priced_cost_and_counts_trials_against_the_pool(recording, tmp_path):
+    """scripts/benchmarks/pool_headroom.py: a full-graph run that ends by its epoch limit or its cap costs exactly
+    what the calibration predicts (early stopping less), and the script replays a search on the recorded table with
+    that unit, printing its trials against the stage-1 pool."""
+    import contextlib
+    import io
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from script_loader import load_script
+
+    headroom = load_script("pool_headroom")
+    out, records, _ = recording
+    predicted = headroom.predicted_costs(out, "demo")
+    runs = [r for r in records if r["kind"] == "run" and r["pool"] in ("full", "decoupled") and r["seed"] == 0]
+    assert {r["pool"] for r in runs} == {"full", "decoupled"}
+    for r in runs:
+        guess = predicted[r["pool"]][r["config_index"]]
+        if r["stop_reason"] in ("epochs", "time_cap"):
+            assert r["cost"] == pytest.approx(guess, rel=1e-9)
+        else:
+            assert r["cost"] <= guess + 1e-9
+    table = tmp_path / "table"
+    kgtuner = str(Path(sys.executable).with_name("kgtuner"))
+    subprocess.run([kgtuner, "bench", "report", "--journal", str(out), "--out", str(table)], check=True,
+                   capture_output=True)
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        assert headroom.main(["--journal", str(out), "--table", str(table), "--dataset", "demo", "--algorithms",
+                              "kgtuner", "--workers", "1", "--budgets", "2"]) == 0
+    lines = text.getvalue().splitlines()
+    mean = sum(predicted["full"]) / len(predicted["full"])
+    assert f"budget unit = predicted full-pool mean {mean:.1f} s" in lines[1]
+    assert lines[2].startswith("kgtuner       workers 1 budget     2:") and "pool 4), repeats" in lines[2]
+    from kgtuner.bench import benchmark
+
+    assert benchmark.mean_trial_seconds.__module__ == "kgtuner.bench.benchmark"  # put back

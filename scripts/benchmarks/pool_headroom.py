@@ -16,34 +16,36 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
 
-def predicted_unit(journal: str, dataset: str) -> tuple[float, dict[str, float]]:
-    """(the ``full`` pool's predicted mean cost, {pool: predicted mean}) for ``full`` and ``decoupled``."""
+def predicted_costs(journal: str | Path, dataset: str) -> dict[str, list[float]]:
+    """{pool: each drawn configuration's predicted priced cost, by configuration index} for ``full`` and
+    ``decoupled``: its shape's prices (the journal's calibration) for the epoch limit's steps and validations,
+    within the pool's cap. A run that ends by its epoch limit or its cap costs exactly this; early stopping less."""
     from kgtuner.bench.cost import Shape, prices
     from kgtuner.bench.journal import Journal
     from kgtuner.bench.pool import POOL_GRAPH, Pools, RecordSettings
     from kgtuner.data import load_dataset
 
-    records = Journal(f"{journal}/journal.jsonl").read()
+    records = Journal(Path(journal) / "journal.jsonl").read()
     header = next(r for r in records if r.get("kind") == "header")
     settings = RecordSettings.from_header(header["settings"])
     price = prices(records)
     kg = load_dataset(dataset)
     pools = Pools(settings, kg.name)
-    means = {}
+    out = {}
     for pool in ("full", "decoupled"):
-        costs = []
+        out[pool] = []
         for config in pools.drawn(pool):
             p = price[Shape.of(POOL_GRAPH[pool], config).key]
             per_epoch = math.ceil(len(kg.train) / int(config["batch_size"]))
             every = per_epoch * settings.valid_every(pool)
             steps = min(settings.max_epochs * per_epoch, p.max_steps(settings.cap_s(pool), every))
-            costs.append(p.cost(steps, p.validations_at(steps, every)))
-        means[pool] = float(np.mean(costs))
-    return means["full"], means
+            out[pool].append(p.cost(steps, p.validations_at(steps, every)))
+    return out
 
 
 def main(argv=None) -> int:
@@ -60,7 +62,8 @@ def main(argv=None) -> int:
     from kgtuner.bench import benchmark
     from kgtuner.bench.replay import ReplayTable
 
-    unit, means = predicted_unit(args.journal, args.dataset)
+    means = {pool: float(np.mean(c)) for pool, c in predicted_costs(args.journal, args.dataset).items()}
+    unit = means["full"]
     table = ReplayTable.load(args.table)
     stage1 = table.runs["stage1"]  # {configuration index: its main run}
     configs = len(stage1)
@@ -69,14 +72,18 @@ def main(argv=None) -> int:
           + ", ".join(f"{p} {m:.1f} s" for p, m in means.items())
           + f"; stage-1 pool: {configs} configurations, mean {s1_mean:.1f} s")
     print(f"budget unit = predicted full-pool mean {unit:.1f} s (the replay's own unit once that pool is recorded)")
+    measured = benchmark.mean_trial_seconds
     benchmark.mean_trial_seconds = lambda _table: unit  # the pool it reads is not recorded yet
-    for algorithm in args.algorithms:
-        for workers in args.workers:
-            for budget in args.budgets:
-                row = benchmark.run_cell(table, algorithm, workers, budget, args.seed)
-                stage1_trials = int(row["trials"]) - int(row["trials_stage2"])
-                print(f"{algorithm:13s} workers {workers} budget {budget:5g}: {int(row['trials']):5d} trials "
-                      f"({stage1_trials} in stage 1, pool {configs}), repeats {int(row['repeats'])}", flush=True)
+    try:
+        for algorithm in args.algorithms:
+            for workers in args.workers:
+                for budget in args.budgets:
+                    row = benchmark.run_cell(table, algorithm, workers, budget, args.seed)
+                    stage1_trials = int(row["trials"]) - int(row["trials_stage2"])
+                    print(f"{algorithm:13s} workers {workers} budget {budget:5g}: {int(row['trials']):5d} trials "
+                          f"({stage1_trials} in stage 1, pool {configs}), repeats {int(row['repeats'])}", flush=True)
+    finally:
+        benchmark.mean_trial_seconds = measured
     return 0
 
 

@@ -213,6 +213,20 @@ def test_the_answers_of_replays_are_recorded_with_more_seeds_once(recording, tmp
     after = br.Journal(journal / "journal.jsonl").read()
     assert sum(r.get("kind") == "run" for r in after) == before
     assert [r["run_ids"] for r in after if r.get("kind") == "answers"] == [[answer]]
+    # the committed table keeps the answers record, so a journal restored elsewhere knows them and trains nothing
+    import json
+
+    from kgtuner.bench import table as bt
+    from kgtuner.bench.restore import restore_journal
+
+    bt.finalize(journal, tmp_path / "table")
+    card = json.loads((tmp_path / "table" / "card.json").read_text())
+    assert [a["run_ids"] for a in card["journal"]["answers"]] == [[answer]]
+    restore_journal(tmp_path / "table", tmp_path / "restored")
+    restored = br.Journal(tmp_path / "restored" / "journal.jsonl").read()
+    assert [r["run_ids"] for r in restored if r.get("kind") == "answers"] == [[answer]]
+    br.record(tiny(), tmp_path / "restored", command="test", log=lambda line: None)
+    assert sum(r.get("kind") == "run" for r in br.Journal(tmp_path / "restored" / "journal.jsonl").read()) == before
     with pytest.raises(ConfigError, match="not a run id"):
         bp.parse_run_id("full-12-s0")
 

@@ -66,7 +66,9 @@ def restore_journal(table_dir: str | Path, out: str | Path, *, now: float | None
     _check_runs(settings, header, runs, paths["runs.parquet"])
     restored = {"kind": "restore", "from": str(table_dir), "runs": len(runs),
                 "unix": round(time.time() if now is None else now, 3)}
+    answers = [dict(a) for a in saved.get("answers") or []]  # the replays' answers the recording gave more seeds
     timeline = sorted([(float(s["started_unix"]), 0, s) for s in sessions]
+                      + [(float(a["unix"]), 0, a) for a in answers]
                       + [(float(r["ended_unix"]), 1, r) for r in runs], key=lambda t: (t[0], t[1]))
     calibrations = [dict(c) for c in saved.get("calibrations") or []]  # the prices, before the runs they priced
     records = [header, *calibrations, *(rec for _, _, rec in timeline), restored]

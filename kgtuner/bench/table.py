@@ -145,11 +145,15 @@ def load_journal(path: str | Path) -> tuple[dict, list[dict], list[dict]]:
     return header, sessions, runs
 
 
+def load_records(path: str | Path, kind: str) -> list[dict]:
+    """The records of one ``kind`` of a journal (file or folder)."""
+    path = Path(path)
+    return [r for r in Journal(path / "journal.jsonl" if path.is_dir() else path).read() if r.get("kind") == kind]
+
+
 def load_calibrations(path: str | Path) -> list[dict]:
     """The ``calibration`` records of a journal (file or folder): the prices of a calibrated recording."""
-    path = Path(path)
-    return [r for r in Journal(path / "journal.jsonl" if path.is_dir() else path).read()
-            if r.get("kind") == "calibration"]
+    return load_records(path, "calibration")
 
 
 def _stage1_ranks(runs: Iterable[Mapping]) -> dict[int, tuple[int, float | None]]:
@@ -457,14 +461,16 @@ def finalize(journal_dir: str | Path, out_dir: str | Path, *, now: float | None 
     write_parquet(curve_records(runs), CURVE_SCHEMA, out / "curves.parquet")
     (out / "card.md").write_text(card(header, sessions, runs, journal_dir=journal_dir, out_dir=out_dir, now=now,
                                       calibrations=calibrations) + "\n")
-    data = card_data(header, sessions, runs, calibrations)
+    data = card_data(header, sessions, runs, calibrations, answers=load_records(journal_dir, "answers"))
     (out / "card.json").write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
     return {"runs": len(runs), "out": str(out), "counts": data["counts"]}
 
 
 def card_data(header: Mapping, sessions: list[Mapping], runs: list[Mapping],
-              calibrations: list[Mapping] = ()) -> dict[str, Any]:
-    """``card.json``: the card's facts for programs (a replay reads the graph, the settings and the coverage)."""
+              calibrations: list[Mapping] = (), answers: list[Mapping] = ()) -> dict[str, Any]:
+    """``card.json``: the card's facts for programs (a replay reads the graph, the settings and the coverage). The
+    journal's header, session, calibration and ``answers`` records (the replays' answers given more seeds) are kept
+    under ``journal`` so that ``kgtuner bench restore`` rebuilds the same journal."""
     wall_h, run_h = session_hours(sessions, runs)
     cover = expansion_coverage(header, runs)
     return {"graph": header.get("dataset"), "model": header["settings"].get("model"), "settings": header["settings"],
@@ -480,5 +486,6 @@ def card_data(header: Mapping, sessions: list[Mapping], runs: list[Mapping],
             # the journal's own header and session records: `kgtuner bench restore` rebuilds the journal from them
             # and the Parquet tables, so a recording continues on another machine (kgtuner.bench.restore)
             "journal": {"header": dict(header), "sessions": [dict(x) for x in sessions],
-                        **({"calibrations": [dict(x) for x in calibrations]} if calibrations else {})},
+                        **({"calibrations": [dict(x) for x in calibrations]} if calibrations else {}),
+                        **({"answers": [dict(x) for x in answers]} if answers else {})},
             **({"protocol": card_cost.protocol_data(header, runs, calibrations)} if calibrations else {})}

@@ -208,6 +208,8 @@ def test_the_answers_of_replays_are_recorded_with_more_seeds_once(recording, tmp
     for seed in range(1, bp.ANSWER_SEEDS):
         twin = runs[answer[:-1] + str(seed)]
         assert twin["config"] == base["config"] and twin["seed"] == seed
+        assert twin["phase"] == "answers"  # recorded for the answer, not by the pool's plan
+    assert base["phase"] == "main" and {r["phase"] for r in runs.values()} <= {"main", "noise", "answers"}
     before = len(runs)
     br.record(tiny(), journal, command="test", log=lambda line: None)  # a restart: nothing again
     after = br.Journal(journal / "journal.jsonl").read()
@@ -220,11 +222,17 @@ def test_the_answers_of_replays_are_recorded_with_more_seeds_once(recording, tmp
     from kgtuner.bench.restore import restore_journal
 
     bt.finalize(journal, tmp_path / "table")
+    import pandas as pd
+
+    phases = pd.read_parquet(tmp_path / "table" / "runs.parquet").set_index("run_id")["phase"]
+    assert phases[answer[:-1] + "1"] == "answers" and phases[answer] == "main"
     card = json.loads((tmp_path / "table" / "card.json").read_text())
     assert [a["run_ids"] for a in card["journal"]["answers"]] == [[answer]]
     restore_journal(tmp_path / "table", tmp_path / "restored")
     restored = br.Journal(tmp_path / "restored" / "journal.jsonl").read()
     assert [r["run_ids"] for r in restored if r.get("kind") == "answers"] == [[answer]]
+    assert {r["run_id"]: r["phase"] for r in restored if r.get("kind") == "run"} == {
+        rid: r["phase"] for rid, r in runs.items()}
     br.record(tiny(), tmp_path / "restored", command="test", log=lambda line: None)
     assert sum(r.get("kind") == "run" for r in br.Journal(tmp_path / "restored" / "journal.jsonl").read()) == before
     with pytest.raises(ConfigError, match="not a run id"):

@@ -339,6 +339,7 @@ def record(settings: RecordSettings, out: str | Path, *, command: str | None = N
                 prices = cost.calibrate_missing([shape], graphs, settings, prices, journal.append, log)
                 price = prices[shape.key]
             row = train_run(spec, kg, settings, filter_index=fi, price=price)
+            row["phase"] = kind  # why it was recorded: its pool's plan (main), noise seeds, or a replay's answer
             row["session_unix"] = round(t_session, 3)
             journal.append(row)
             rows[row["run_id"]] = row

@@ -22,7 +22,7 @@ from typing import Any
 
 from kgtuner.bench.pool import SCHEMA_VERSION, Pools, RecordSettings
 from kgtuner.bench.record import METRICS, Journal
-from kgtuner.bench.table import COST_COLUMNS, HP_COLUMNS, read_arrow, read_card
+from kgtuner.bench.table import HP_COLUMNS, LATER_COLUMNS, read_arrow, read_card
 from kgtuner.errors import ConfigError
 
 #: ``runs.parquet`` columns the report derives (not in a journal's run record).
@@ -87,7 +87,7 @@ def restore_journal(table_dir: str | Path, out: str | Path, *, now: float | None
 def _run_record(row: dict, curve: list[dict]) -> dict:
     """A journal run record from its ``runs.parquet`` row and its curve points."""
     rec = {"kind": "run", **{k: v for k, v in row.items() if k not in DERIVED_COLUMNS
-                             and not (k in COST_COLUMNS and v is None)}}
+                             and not (k in LATER_COLUMNS and v is None)}}
     rec["config"] = json.loads(row["config_json"])
     rec["curve"] = curve
     return rec

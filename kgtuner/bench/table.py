@@ -46,9 +46,14 @@ RUN_COLUMNS: dict[str, str] = {
     "load_end": "float64", "session_unix": "float64",
     # the priced cost (cost="calibrated", kgtuner.bench.cost; null in tables recorded before): the run's cost, the
     # step its cap set, its shape's prices
-    "cost": "float64", "cap_steps": "int64", "cost_step_s": "float64", "cost_valid_s": "float64"}
+    "cost": "float64", "cap_steps": "int64", "cost_step_s": "float64", "cost_valid_s": "float64",
+    # why the run was recorded: "main" (its pool's plan), "noise" (the pool's extra seeds) or "answers" (a
+    # replayed search's answer given more seeds); null for runs recorded before the column
+    "phase": "string"}
 #: Run columns only a calibrated recording fills (a restore leaves them out of an older table's records).
 COST_COLUMNS = ("cost", "cap_steps", "cost_step_s", "cost_valid_s")
+#: Run columns that runs recorded before them lack (a restore leaves a null one out of the run's record).
+LATER_COLUMNS = (*COST_COLUMNS, "phase")
 CURVE_COLUMNS: dict[str, str] = {
     "run_id": "string", "pool": "string", "seed": "int64", "point": "int64", "step": "int64", "epoch": "float64",
     **{f"valid_{k}": "float64" for k in METRICS}, "loss": "float64", "lr": "float64", "train_s": "float64",

@@ -169,6 +169,13 @@ def _judged(cell: pd.DataFrame, out: set[str]) -> pd.DataFrame:
     return cell[cell["algorithm"].isin(keep)]
 
 
+def _judge(cell: pd.DataFrame, gone: set[str]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """(the cell's rows compared: without the searches left out, ``gone``, on their common seeds; their
+    ``cell_verdicts``, None where KGTuner's own replays ran out of the pool)."""
+    common = common_seeds(_judged(cell, gone))
+    return common, None if REFERENCE in gone else cell_verdicts(common, reference=REFERENCE, alpha=ALPHA)
+
+
 def fair_verdicts(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(verdicts, left out) of a ``fair`` replay by :data:`RULE`: ``kgtuner.bench.compare.cell_verdicts`` per cell on
     its common seeds (``better``: KGTuner ahead, ``worse``: behind), without the searches that ran out of their pool
@@ -182,8 +189,9 @@ def fair_verdicts(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         dropped = [a for a in others if a in set(cell["algorithm"])] if REFERENCE in out else sorted(out)
         left += [{"graph": key[0], "workers": int(key[1]), "budget_trials": float(key[2]), "algorithm": a}
                  for a in dropped]
-        if REFERENCE not in out:
-            parts.append(cell_verdicts(common_seeds(_judged(cell, out)), reference=REFERENCE, alpha=ALPHA))
+        _, verdicts = _judge(cell, out)
+        if verdicts is not None:
+            parts.append(verdicts)
     parts = [v for v in parts if len(v)]
     verdicts = pd.concat(parts, ignore_index=True) if parts else cell_verdicts(df.iloc[:0])
     return verdicts, pd.DataFrame(left, columns=["graph", "workers", "budget_trials", "algorithm"])
@@ -200,7 +208,7 @@ def cell_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     out = []
     for (graph, workers, budget), cell in df.groupby(keys, sort=True):
         gone = hit.get((graph, int(workers), float(budget)), set())
-        common = common_seeds(_judged(cell, gone))
+        common, v = _judge(cell, gone)
         ref = score_answers(common[common["algorithm"] == REFERENCE])
         row = {"graph": graph, "workers": int(workers), "budget": float(budget), "seeds": int(ref["seed"].nunique()),
                "kgtuner": float(ref["test_mrr"].mean()) if len(ref) else np.nan,
@@ -208,10 +216,9 @@ def cell_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
                "searcher_share": float(cell["searcher_share"].max()) if "searcher_share" in cell else np.nan,
                "answer_seeds": _answer_share(cell)}
         compared = [a for a in others if a not in gone]
-        if len(ref) and compared and not row["cell_out"]:
+        if len(ref) and compared and v is not None:
             for r in paired(common, REFERENCE, compared).to_dict("records"):
                 row[f"diff:{r['other']}"], row[f"p:{r['other']}"] = r["diff"], r["p"]
-            v = cell_verdicts(common, reference=REFERENCE, alpha=ALPHA)
             row["behind"] = [a for a in compared if a in set(v.loc[v["verdict"] == "worse", "algorithm"])]
             row["ahead"] = [a for a in compared if a in set(v.loc[v["verdict"] == "better", "algorithm"])]
             row["judged"] = int(len(v))
@@ -329,13 +336,11 @@ def section(root: Path, tables: Path | None = None, replay: Path | None = None) 
           f"(`kgtuner bench replay --table docs/{rel}/{TABLES}/<graph> --study {STUDY} --out "
           f"docs/{rel}/{REPLAY}/<graph>/{STUDY}`).", "",
           "The recordings, from each table's `card.json`:", ""]
-    journals = {}
-    for graph in _graphs(tables, replay):
+    graphs, replays = _graphs(tables, replay), load_replays(replay)
+    for graph in graphs:
         card_path = tables / graph / "card.json"
         md.append(card_line(graph, json.loads(card_path.read_text()) if card_path.is_file() else None, rel))
-        df = load_journal(replay / graph / STUDY / "journal.jsonl")
-        if not df.empty:
-            journals[graph] = df
+    journals = {g: replays[g] for g in graphs if g in replays}
     md.append("")
     if not journals:
         return md + [f"No `{STUDY}` replay yet: its cells appear here once a table is replayed.", ""]

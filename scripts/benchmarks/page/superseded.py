@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import fair
 from .common import SUPERSEDED, SUPERSEDED_HEADING
 from .frames import replay_frames
 from .replay import section_replay
 from .stage2 import section as section_stage2
-from .summary import SUPERSEDED_WHY, replay_summary
+from .summary import SUPERSEDED_WHY, anchor, replay_summary
 
 
 def section(docs: Path) -> list[str]:
@@ -28,7 +29,7 @@ def section(docs: Path) -> list[str]:
           "which search finds the better configuration, and they are no evidence either way. They stay as they were "
           f"recorded (`docs/{rel}/`: the tables, the replay journals and their results; [what is there]({rel}/README.md)), "
           "and KGTuner's defaults decided on them stand until the fair tables are replayed. The fair benchmark: "
-          "[above](#the-fair-benchmark-issue-38).", "",
+          f"[above](#{anchor(fair.HEADING)}).", "",
           "## What the superseded replays showed", ""]
     md += replay_summary(frames)
     md += section_replay(root / "replay", root / "tables", root, rel, frames,

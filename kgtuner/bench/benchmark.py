@@ -18,7 +18,9 @@ grids (:data:`STUDIES`) are fixed here, in the code, before any replay of a reco
 
 A results row (:func:`run_cell`) keeps the mapping's ``misses`` and ``repeats`` (a cell with repeats ran out of
 its pool: :func:`kgtuner.bench.compare.mark_exhausted`), the answer's drawn train seed (``answer_seed``) and its
-configuration's recorded seeds (``answer_seeds``, ``"0,1,2"``); :func:`results_frame` adds ``searcher_share``,
+configuration's recorded seeds (``answer_seeds``, ``"0,1,2"``); on a priced table the answer's ``test_mrr`` is the
+mean over those seeds (``test_mrr_drawn`` the drawn one's: :mod:`kgtuner.bench.answer_score`, which
+``kgtuner bench replay`` applies again to every row it writes); :func:`results_frame` adds ``searcher_share``,
 the searcher's own computing seconds over the simulated budget.
 """
 
@@ -254,6 +256,7 @@ def strategy_for(algorithm: str, table, budget_s: float, seed: int):
 def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: int, on_miss: str = "nearest",
              charge_searcher: bool = False) -> dict:
     """Replay one search; its row of ``results.parquet`` (with its anytime curve as JSON)."""
+    from kgtuner.bench.answer_score import score_by_seeds
     from kgtuner.bench.replay import replay
 
     budget_s = budget_seconds(table, budget_trials, workers)
@@ -270,7 +273,7 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
         # subgraph figure, not an answer's MRR (compare scores such a search NO_ANSWER_MRR)
         ans = {**ans, "valid_mrr": None, "test_mrr": None}
     rows = res.rows
-    return {"graph": table.graph, "algorithm": label, "on_miss": on_miss, "workers": int(workers),
+    row = {"graph": table.graph, "algorithm": label, "on_miss": on_miss, "workers": int(workers),
             "budget_trials": float(budget_trials),
             "budget_s": budget_s, "seed": int(seed), "valid_mrr": ans.get("valid_mrr"), "test_mrr": ans.get("test_mrr"),
             "answer_stage": ans.get("stage"), "answer_run": ans.get("run_id"),
@@ -281,7 +284,8 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
             "failed": sum(1 for r in rows if r["status"] == "failed"), "misses": res.misses, "repeats": res.repeats,
             "mean_distance": res.mean_distance, "end_s": res.end_s, "searcher_s": round(res.searcher_s, 4),
             "searcher_charged": bool(charge_searcher), "wall_s": round(wall, 3),
-            "anytime_json": json.dumps([[round(t, 3), v, te] for t, v, te in res.anytime])}
+            "anytime_json": json.dumps([[round(t, 3), v, te, run] for t, v, te, run in res.anytime])}
+    return score_by_seeds([row], table)[0]
 
 
 def check_cells(table, cells: Iterable[tuple[str, int, float, int]]) -> None:

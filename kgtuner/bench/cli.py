@@ -245,6 +245,7 @@ def _progress(done: int, total: int, row: dict, started: list) -> None:
 
 def _replay(args) -> int:
     """``kgtuner bench replay``: every cell replayed (resumable), then results.parquet, summary.txt, curves PNG."""
+    from kgtuner.bench.answer_score import score_by_seeds
     from kgtuner.bench.benchmark import STUDIES, BenchmarkSettings, results_frame, run_benchmark
     from kgtuner.bench.compare import format_summary, plot_anytime, summarize, table_best_test
     from kgtuner.bench.replay import ReplayTable
@@ -264,7 +265,9 @@ def _replay(args) -> int:
     siblings = [] if args.no_reuse else sorted(out.resolve().parent.glob("*/journal.jsonl"))
     rows = run_benchmark(table, settings, out / "journal.jsonl", jobs=args.jobs, reuse=siblings,
                          progress=lambda d, t, r: _progress(d, t, r, started))
-    df = results_frame(rows)
+    # every answer scored from the table as it is now: seeds recorded for the answers since (`record --answers`)
+    # enter the scores, and a complete journal is scored again without replaying anything
+    df = results_frame(score_by_seeds(rows, table))
     df.to_parquet(out / "results.parquet", index=False)
     summary = summarize(df, table_best=table_best_test(table))
     text = format_summary(summary)
@@ -279,6 +282,7 @@ def _compare(args) -> int:
     """``kgtuner bench compare``: the figures of one or more replay results folders together."""
     import pandas as pd
 
+    from kgtuner.bench.answer_score import score_by_seeds
     from kgtuner.bench.benchmark import ResultsJournal, results_frame
     from kgtuner.bench.compare import format_summary, subgraph_srcc, summarize, table_best_test
     from kgtuner.bench.replay import ReplayTable
@@ -290,8 +294,10 @@ def _compare(args) -> int:
         if not journal.is_file():
             return fail(f"{journal} does not exist: give a folder written by `kgtuner bench replay`")
         rows += ResultsJournal(journal).read()[1]
-    df = results_frame(rows)
     tables = {t.graph: t for t in (ReplayTable.load(x) for x in args.tables)}
+    for table in tables.values():  # the answers of a graph whose table is given: scored from it as it is now
+        rows = score_by_seeds(rows, table)
+    df = results_frame(rows)
     parts = []
     for graph, g in df.groupby("graph"):
         best = table_best_test(tables[graph]) if graph in tables else None

@@ -87,7 +87,7 @@ def decided_sign(d: np.ndarray, alpha: float) -> int:
 
 
 def _reach_time(anytime: list, target: float) -> float:
-    for t, _, test in anytime:
+    for t, _, test, *_ in anytime:  # an anytime point: (second, valid, test[, scoring run])
         if test is not None and test >= target - 1e-12:
             return float(t)
     return math.inf
@@ -478,7 +478,7 @@ def first_answer_share(anytime_json: str, budget_s: float) -> float:
     the answer's stage with a result, from its anytime curve); ``inf`` when it never had one."""
     import json
 
-    for t, _, test in json.loads(anytime_json or "[]"):
+    for t, _, test, *_ in json.loads(anytime_json or "[]"):
         if test is not None:
             return min(float(t), float(budget_s)) / float(budget_s)
     return math.inf

@@ -18,7 +18,8 @@ No strategy is implemented a second time here.
   worker's next trial starts when the driver is free again. Such a replay depends on the machine's speed at
   computing the searcher, so it is reproducible only up to that timing.
 - **Training noise** (priced tables only): where the table recorded a configuration with several train seeds
-  (the main run, seed 0, and its noise runs, seeds 1..), each trial of it trains one of them drawn uniformly,
+  for its plan (the main run, seed 0, and its noise runs, seeds 1..; never the seeds recorded afterwards for the
+  replays' answers), each trial of it trains one of them drawn uniformly,
   with ``numpy.random.default_rng((the search's seed, the trial's index))`` -- a replay stays exactly
   reproducible -- and reports that run's curve and test MRR (rows: ``run_seed``, and ``run_seeds``, the
   configuration's recorded seeds). An older table's trials always train seed 0, so its replays (and the
@@ -50,7 +51,8 @@ No strategy is implemented a second time here.
   running at its stage's end (``StageSpec.end_s``) ends there with the best validation it had (its first
   validation's value when it had none yet: the live trial validates once when it stops).
 - **The answer** is the strategy's own choice (``Strategy.best_row``'s rule: the best validation MRR of its
-  answer stage); its test MRR is the recorded test MRR at the best validation of that run.
+  answer stage); its test MRR is the recorded test MRR at the best validation of that run (a results row scores
+  it by its configuration's seeds: :mod:`kgtuner.bench.answer_score`).
 """
 
 from __future__ import annotations
@@ -138,7 +140,9 @@ class ReplayResult:
     repeats: int          # suggestions mapped to a run this search had already (its pool exhausted)
     mean_distance: float
     events: list
-    #: (simulated second, valid MRR, test MRR) of the answer after each trial end, in time order.
+    #: (simulated second, valid MRR, test MRR, scoring run) of the answer after each trial end, in time order; the
+    #: scoring run is the answer's run when its test MRR is the run's recorded one (None when it is a validation
+    #: proxy, or before any answer): :func:`kgtuner.bench.answer_score.score_by_seeds` rescores it by its seeds.
     anytime: list = field(default_factory=list)
 
 
@@ -435,13 +439,16 @@ def _answer(rows: Sequence[Mapping], answer_stage: int, fallback: bool = True) -
     return None
 
 
-def _anytime(rows: Sequence[Mapping], answer_stage: int) -> list[tuple[float, float | None, float | None]]:
+def _anytime(rows: Sequence[Mapping], answer_stage: int) -> list[tuple[float, float | None, float | None, str | None]]:
     out, seen = [], []
     for r in sorted(rows, key=lambda r: r["end_s"]):
         seen.append(r)
         best = _answer(seen, answer_stage, fallback=False)  # no answer yet while only stage 1 has results
-        out.append((float(r["end_s"]), None if best is None else best["valid_mrr"],
-                    None if best is None else best["test_mrr"]))
+        if best is None:
+            out.append((float(r["end_s"]), None, None, None))
+        else:
+            scoring = None if best.get("test_is_valid_proxy") else best.get("run_id")
+            out.append((float(r["end_s"]), best["valid_mrr"], best["test_mrr"], scoring))
     return out
 
 

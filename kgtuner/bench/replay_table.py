@@ -12,8 +12,13 @@ each, and what each run cost on the replay's clock.
   validation at each validation, ``seconds_total`` for the whole run), as every table recorded before.
 - **Seeds**: ``runs[pool][key]`` is a configuration's main run (train seed 0), ``seeds[pool][key]`` every recorded
   run of it (same pool, index and sizes) by train seed. :meth:`ReplayTable.draw` gives a priced table's trial a
-  seed drawn uniformly among them (training noise); an unpriced table always gives seed 0, so the replays of the
-  tables recorded before issue 38 stay what they were.
+  seed drawn uniformly among those recorded for the table's plan (phase ``main`` or ``noise``, or none: the runs
+  recorded before the phase was kept), never among the seeds recorded afterwards for the replays' answers (phase
+  ``answers``), so recording those leaves every replayed search as it was; an unpriced table always gives seed 0,
+  so the replays of the tables recorded before issue 38 stay what they were.
+- **Scores**: :meth:`ReplayTable.seed_score` is a configuration's mean test MRR over *every* recorded seed,
+  answers' seeds included: what a replayed search's answer is scored by on a priced table
+  (:func:`kgtuner.bench.answer_score.score_by_seeds`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,11 @@ SIZE_KEYS = FIDELITY_KEYS
 TABLE_POOLS = ("stage1", "expand", "full", "decoupled")
 #: The pools whose sizes are searched values (the others' sizes are a fidelity: stage 1's fixed ones, stage 2's).
 SIZED_POOLS = ("full", "decoupled")
+#: The phases (``runs.parquet``'s ``phase``: why a run was recorded) whose seeds a priced replay's trials draw: the
+#: table's own plan (None: recorded before the phase was kept, all of them by that plan); never ``answers``.
+DRAWN_PHASES = (None, "main", "noise")
+#: The test MRR a seed whose run failed counts in a configuration's mean over its seeds.
+FAILED_SEED_MRR = 0.0
 #: The columns a replay reads of ``runs.parquet`` and ``curves.parquet`` (and ``cost`` where a table has it).
 RUN_NEEDS = ("run_id", "pool", "config_index", "batch_size", "dim", "config_json", "status", "seconds_total")
 CURVE_NEEDS = ("run_id", "step", "seconds", "valid_mrr")
@@ -55,6 +65,7 @@ class RecordedRun:
     test: dict = field(default_factory=dict)  # test metrics at the best validation
     error: str | None = None
     seed: int = 0          # its train seed (0: the main run; 1..: noise runs)
+    phase: str | None = None  # why it was recorded: main, noise, answers (None: recorded before the phase was kept)
 
     def best_until(self, k: int) -> float | None:
         """The best validation MRR among the first ``k + 1`` validations (None when there is none)."""
@@ -91,6 +102,7 @@ class ReplayTable:
             by_run.setdefault(row.run_id, []).append(row)
         self.runs: dict[str, dict[Any, RecordedRun]] = {p: {} for p in TABLE_POOLS}
         self.seeds: dict[str, dict[Any, dict[int, RecordedRun]]] = {p: {} for p in TABLE_POOLS}
+        self._config_of: dict[str, tuple[str, Any]] = {}  # run id -> (pool, key) of its configuration
         for r in runs.itertuples(index=False):
             if r.pool not in self.runs:
                 continue
@@ -102,9 +114,10 @@ class ReplayTable:
                 step=np.array([int(p.step) for p in pts], dtype=np.int64), seconds=seconds,
                 valid=np.array([np.nan if p.valid_mrr is None else float(p.valid_mrr) for p in pts]),
                 total_s=total, test={"mrr": _num(getattr(r, "test_mrr", None))}, error=getattr(r, "error", None),
-                seed=seed)
+                seed=seed, phase=_text(getattr(r, "phase", None)))
             key = (int(r.config_index), int(r.batch_size), int(r.dim)) if r.pool == "expand" else int(r.config_index)
             self.seeds[r.pool].setdefault(key, {})[seed] = run
+            self._config_of[r.run_id] = (r.pool, key)
             if seed == 0:
                 self.runs[r.pool][key] = run
         # a configuration is its main run: noise runs of one without it (never recorded so) are not replayed
@@ -194,14 +207,26 @@ class ReplayTable:
         return sorted(self.seeds[pool].get(key, {0: None}))
 
     def draw(self, pool: str, key, seed: Sequence[int]) -> RecordedRun:
-        """The run a trial of configuration ``key`` trains: on a priced table one of its recorded seeds, drawn
-        uniformly with ``numpy.random.default_rng(seed)`` (the search's seed and the trial's index: a replay stays
-        reproducible); on an unpriced one its main run (seed 0)."""
-        runs = self.seeds[pool].get(key)
-        if not self.priced or not runs or len(runs) == 1:
+        """The run a trial of configuration ``key`` trains: on a priced table one of its seeds recorded for the
+        table's plan (not for the replays' answers: :data:`DRAWN_PHASES`), drawn uniformly with
+        ``numpy.random.default_rng(seed)`` (the search's seed and the trial's index: a replay stays reproducible);
+        on an unpriced one its main run (seed 0)."""
+        runs = {s: r for s, r in self.seeds[pool].get(key, {}).items() if r.phase in DRAWN_PHASES}
+        if not self.priced or len(runs) <= 1:
             return self.runs[pool][key]
         seeds = sorted(runs)
         return runs[seeds[int(np.random.default_rng([int(s) for s in seed]).integers(len(seeds)))]]
+
+    def seed_score(self, run_id: str) -> tuple[float | None, list[int]]:
+        """(the mean test MRR over every recorded seed of ``run_id``'s configuration, those seeds); a seed whose
+        run failed (no test MRR) counts :data:`FAILED_SEED_MRR`: retrained with it, the configuration gives no
+        model. (None, []) for a run the table does not hold."""
+        where = self._config_of.get(str(run_id))
+        if where is None:
+            return None, []
+        runs = self.seeds[where[0]].get(where[1], {})
+        mrrs = [FAILED_SEED_MRR if r.test.get("mrr") is None else float(r.test["mrr"]) for r in runs.values()]
+        return (float(np.mean(mrrs)) if mrrs else None), sorted(runs)
 
     def _matrix(self, pool: str) -> tuple[list, np.ndarray]:
         if pool not in self._features:
@@ -243,6 +268,11 @@ class ReplayTable:
 def hp_key(hp: Mapping) -> str:
     """A configuration's hyper-parameters without its sizes, as a key."""
     return json.dumps({k: v for k, v in sorted(hp.items()) if k not in SIZE_KEYS}, sort_keys=True, default=str)
+
+
+def _text(value) -> str | None:
+    """A string cell of a frame, None for a missing one (None, NaN)."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
 def _num(value) -> float | None:

@@ -2,7 +2,8 @@
 # The recorded-table benchmark of one graph, end to end and resumable (issue 22):
 #   record the table (continues its journal) -> report it (docs/benchmarks/tables/<graph>/) -> replay the named
 #   grids (kgtuner.bench.benchmark.STUDIES) into docs/benchmarks/replay/<graph>/<study>/ -> on a priced table (issue
-#   38), record 3 seeds of every answer and replay again until no answer lacks them -> regenerate the page.
+#   38), record 3 seeds of every answer and score each answer by the mean over them (no replay again: the answers'
+#   seeds are never drawn by a trial; kgtuner.bench.answer_score) -> regenerate the page.
 # Every step continues where it stopped, so the same command after a kill or in a later session goes on (on a
 # machine without the journal, it is first rebuilt from the committed table: `kgtuner bench restore`); the
 # replays start only once the table is complete. A recording is begun once, by hand, with its pilot and settings
@@ -76,22 +77,17 @@ else
     done
   }
   replay_studies
-  # a priced table (issue 38): every answer of the replays gets 3 recorded seeds; a table that gained runs is
-  # replayed again from scratch (the seeds drawn change), until the answers need no more (at most 3 rounds)
-  for round in 1 2 3; do
-    "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$table/card.json'))['settings'].get('cost') == 'calibrated' else 1)" || break
-    before=$("$PY" -c "import json; print(json.load(open('$table/card.json'))['runs'])")
-    echo "== $(date -u +%FT%TZ) answers' seeds, round $round"
+  # a priced table (issue 38): every answer of the replays gets 3 recorded seeds (`record --answers`), then the
+  # replays are written again from their journals: the answers' seeds are never drawn by a trial, so no search
+  # changes and nothing is replayed; each answer is scored by the mean over its configuration's seeds, now grown
+  if "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$table/card.json'))['settings'].get('cost') == 'calibrated' else 1)"; then
+    echo "== $(date -u +%FT%TZ) answers' seeds"
     "$KGTUNER" bench record --dataset "$DATASET" --out "$journal" --answers "$REPLAY/$graph"/*/results.parquet \
       >> "$journal/record.log" 2>&1
     "$KGTUNER" bench report --journal "$journal" --out "$table"
-    after=$("$PY" -c "import json; print(json.load(open('$table/card.json'))['runs'])")
-    [ "$after" -gt "$before" ] || break
-    for study in $STUDIES; do  # replayed on the table they were not replayed on: set aside, replayed again
-      [ -d "$REPLAY/$graph/$study" ] && mv "$REPLAY/$graph/$study" "$journal/replay_before_round_${round}_$study"
-    done
+    echo "== $(date -u +%FT%TZ) answers scored by their seeds"
     replay_studies
-  done
+  fi
 fi
 echo "== $(date -u +%FT%TZ) page"
 page

@@ -35,7 +35,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kgtuner.bench.answer_score import score_by_seeds
 from kgtuner.bench.benchmark import STUDIES, ResultsJournal, algorithm_label, parse_algorithm, results_frame
+from kgtuner.bench.replay_table import ReplayTable
 from kgtuner.bench.card_cost import CONVERGED_SHARE, PUBLISHED_TOLERANCE
 from kgtuner.bench.compare import ALPHA, cell_verdicts, common_seeds, exhausted_cells, is_bracket, score_answers
 from kgtuner.bench.pool import FULL_GRAPH_POOLS
@@ -122,9 +124,13 @@ def card_line(graph: str, card: dict | None, rel: str) -> str:
     return (f"- **{graph}** ([card]({rel}/{TABLES}/{graph}/card.md)): " + "; ".join(parts) + ".")
 
 
-def load_journal(path: Path) -> pd.DataFrame:
-    """A ``fair`` replay journal's results frame (empty without a journal or a row)."""
+def load_journal(path: Path, table: Path | None = None) -> pd.DataFrame:
+    """A ``fair`` replay journal's results frame (empty without a journal or a row), its answers scored from the
+    recorded ``table`` folder as it is now where it holds one (``kgtuner.bench.answer_score``: the seeds recorded
+    for the answers after the replay enter the scores, as in ``kgtuner bench replay``'s results.parquet)."""
     rows = ResultsJournal(path).read()[1] if path.is_file() else []
+    if rows and table is not None and (Path(table) / "runs.parquet").is_file():
+        rows = score_by_seeds(rows, ReplayTable.load(table))
     return results_frame(rows) if rows else pd.DataFrame()
 
 
@@ -298,11 +304,13 @@ def recording_state(tables: Path) -> list[dict]:
     return out
 
 
-def load_replays(replay: Path) -> dict[str, pd.DataFrame]:
-    """{graph: its ``fair`` replay's results frame} for every graph with a journal holding a row."""
+def load_replays(replay: Path, tables: Path | None = None) -> dict[str, pd.DataFrame]:
+    """{graph: its ``fair`` replay's results frame} for every graph with a journal holding a row, scored from
+    ``tables/<graph>`` where given (:func:`load_journal`)."""
     out = {}
     for journal in sorted(Path(replay).glob(f"*/{STUDY}/journal.jsonl")):
-        df = load_journal(journal)
+        graph = journal.parent.parent.name
+        df = load_journal(journal, None if tables is None else Path(tables) / graph)
         if not df.empty:
             out[journal.parent.parent.name] = df
     return out
@@ -336,7 +344,7 @@ def section(root: Path, tables: Path | None = None, replay: Path | None = None) 
           f"(`kgtuner bench replay --table docs/{rel}/{TABLES}/<graph> --study {STUDY} --out "
           f"docs/{rel}/{REPLAY}/<graph>/{STUDY}`).", "",
           "The recordings, from each table's `card.json`:", ""]
-    graphs, replays = _graphs(tables, replay), load_replays(replay)
+    graphs, replays = _graphs(tables, replay), load_replays(replay, tables)
     for graph in graphs:
         card_path = tables / graph / "card.json"
         md.append(card_line(graph, json.loads(card_path.read_text()) if card_path.is_file() else None, rel))

@@ -16,16 +16,21 @@ def _replay_journals(replay_root: Path) -> dict[str, dict[str, Path]]:
     return out
 
 
-def replay_frames(replay_root: Path) -> dict[tuple[str, str], pd.DataFrame]:
-    """{(graph, study): results frame} of every replay journal under ``replay_root`` (each read once)."""
+def replay_frames(replay_root: Path, tables_root: Path | None = None) -> dict[tuple[str, str], pd.DataFrame]:
+    """{(graph, study): results frame} of every replay journal under ``replay_root`` (each read once), the answers
+    scored from ``tables_root/<graph>`` where it holds the graph's table (``kgtuner.bench.answer_score``)."""
+    from kgtuner.bench.answer_score import score_by_seeds
     from kgtuner.bench.benchmark import ResultsJournal, results_frame
+    from kgtuner.bench.replay_table import ReplayTable
 
     frames = {}
     for graph, studies in _replay_journals(replay_root).items():
+        folder = None if tables_root is None else Path(tables_root) / graph
+        table = ReplayTable.load(folder) if folder is not None and (folder / "runs.parquet").is_file() else None
         for name, path in studies.items():
             rows = ResultsJournal(path).read()[1]
             if rows:
-                frames[graph, name] = results_frame(rows)
+                frames[graph, name] = results_frame(rows if table is None else score_by_seeds(rows, table))
     return frames
 
 

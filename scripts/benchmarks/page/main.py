@@ -50,7 +50,7 @@ def render(docs: Path, page: Path, replay_root: Path, tables_root: Path, bench) 
           "edit by hand; `make benchmarks` reruns the live suites and collects them.", ""]
     md += summary_section(docs, replay_root, tables_root)
     md += section_fair(docs, tables_root, replay_root)  # issue 38's fair benchmark: its tables and `fair` replays
-    frames = replay_frames(replay_root)
+    frames = replay_frames(replay_root, tables_root)
     if frames:  # every search of the fair grid, per graph, and replay_root/results.parquet
         md += section_replay(replay_root, tables_root, docs, rel, frames)
     md += section_live(docs, rel, bench, prov, "large")

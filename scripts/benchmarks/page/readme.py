@@ -51,7 +51,7 @@ def readme_block(docs: Path, replay_root: Path, tables_root: Path) -> list[str]:
     every worker count); the graphs still pending; where the superseded replays went; the way to the page."""
     from kgtuner.bench.compare import ALPHA
 
-    replays = fair.load_replays(replay_root)
+    replays = fair.load_replays(replay_root, tables_root)
     done = {g: df for g, df in sorted(replays.items()) if fair.complete(df)}
     md = [f"**{QUESTION}**"]
     tests = 0

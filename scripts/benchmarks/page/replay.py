@@ -130,7 +130,7 @@ def section_replay(replay_root: Path, tables_root: Path, docs: Path, rel: str,
     from kgtuner.bench.replay import ReplayTable
 
     journals = _replay_journals(replay_root)
-    frames = replay_frames(replay_root) if frames is None else frames
+    frames = replay_frames(replay_root, tables_root) if frames is None else frames
     if not frames:
         return []
     md = [title, "",

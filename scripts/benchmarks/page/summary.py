@@ -59,7 +59,7 @@ def fair_summary(tables: Path, replay: Path, link: str) -> list[str]:
     verdict of :data:`fair.RULE`; then the graphs still pending."""
     from kgtuner.bench.compare import ALPHA
 
-    replays = fair.load_replays(replay)
+    replays = fair.load_replays(replay, tables)
     done = {g: df for g, df in replays.items() if fair.complete(df)}
     md = []
     if done:

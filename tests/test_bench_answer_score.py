@@ -1,0 +1,151 @@
+"""Issue 38's answers' seeds: a replay never draws the seeds recorded for the answers (``record --answers``), so
+recording them changes no search, and each answer is scored by the mean test MRR over every recorded seed of its
+configuration -- again, from the grown table, without replaying (``kgtuner.bench.answer_score``)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from replay_helpers import _frames
+
+from kgtuner.bench.answer_score import DRAWN, SEEDS_MEAN, score_by_seeds
+from kgtuner.bench.benchmark import run_cell
+from kgtuner.bench.replay import ReplayTable
+
+
+
+def _noisy(pool: str, index: int) -> bool:
+    """The configurations with noise seeds (1, 2) in the synthetic table: every third of the full pool."""
+    return pool == "full" and index % 3 == 0
+
+
+#: what a later seed of an answer scores above its main run, so that a mean over them shows
+LATER_SEED_GAIN = 0.1
+
+
+def _with_seeds(runs: pd.DataFrame, curves: pd.DataFrame, run_ids, phase: str, seeds=(1, 2)):
+    """The frames with the seeds ``seeds`` of each main run of ``run_ids``' configurations added (those it lacks),
+    recorded in ``phase``; each better than the main run by LATER_SEED_GAIN a seed, in validation and test, so
+    that a search drawing them would go another way."""
+    runs, curves = runs.copy(), curves.copy()
+    new_runs, new_curves = [runs], [curves]
+    for rid in sorted(set(run_ids)):
+        main_id = rid.rsplit("-s", 1)[0] + "-s0"
+        main = runs[runs.run_id == main_id].iloc[0]
+        have = set(runs[(runs.pool == main.pool) & (runs.config_index == main.config_index)
+                        & (runs.batch_size == main.batch_size) & (runs.dim == main.dim)].seed)
+        for seed in (s for s in seeds if s not in have):
+            sid = f"{main_id[:-3]}-s{seed}"
+            new_runs.append(pd.DataFrame([{**main.to_dict(), "run_id": sid, "seed": seed, "phase": phase,
+                                           "test_mrr": main.test_mrr + LATER_SEED_GAIN * seed}]))
+            pts = curves[curves.run_id == main_id].copy()
+            new_curves.append(pts.assign(run_id=sid, valid_mrr=pts.valid_mrr + LATER_SEED_GAIN * seed))
+    return pd.concat(new_runs, ignore_index=True), pd.concat(new_curves, ignore_index=True)
+
+
+SEARCH_KEYS = ("algorithm", "workers", "budget_trials", "seed", "valid_mrr", "test_mrr_drawn", "answer_run",
+               "answer_seed", "trials", "misses", "repeats", "end_s")
+
+
+def _search(row):
+    return {k: row[k] for k in SEARCH_KEYS}
+
+
+def _cells(table):
+    return [run_cell(table, algorithm, 2, 10.0, seed) for algorithm in ("random", "rf_bore") for seed in range(3)]
+
+
+def test_the_answers_seeds_are_never_drawn_and_score_every_answer_by_its_mean():
+    runs, curves = _frames(noisy=_noisy, scramble=1)
+    before = _cells(ReplayTable(runs, curves, graph="demo", source="a"))
+    answers = [r["answer_run"] for r in before if r["answer_run"]]
+    assert len(answers) == 6
+    grown = ReplayTable(*_with_seeds(runs, curves, answers, "answers"), graph="demo", source="a")
+    after = _cells(grown)
+    # no search changed: the same trials, draws, answers and drawn figures
+    assert [_search(r) for r in after] == [_search(r) for r in before]
+    for row in after:
+        seeds = grown.seeds["full"][int(row["answer_run"].split("-")[1])]
+        assert row["answer_seeds"] == "0,1,2" and row["answer_score"] == SEEDS_MEAN
+        assert row["test_mrr"] == pytest.approx(np.mean([r.test["mrr"] for r in seeds.values()]))
+        # the answer's last anytime point is the answer, scored alike
+        assert json.loads(row["anytime_json"])[-1][2] == pytest.approx(row["test_mrr"])
+    gained = [a["test_mrr"] - b["test_mrr"] for a, b in zip(after, before) if b["answer_seeds"] == "0"]
+    assert gained and all(g == pytest.approx(LATER_SEED_GAIN) for g in gained)  # mean of +0, +0.1, +0.2
+    # scoring the rows replayed before on the grown table gives what replaying on it gives, without replaying
+    rescored = score_by_seeds(before, grown)
+    assert [{k: r[k] for k in (*SEARCH_KEYS, "test_mrr", "answer_seeds", "anytime_json")} for r in rescored] == \
+        [{k: r[k] for k in (*SEARCH_KEYS, "test_mrr", "answer_seeds", "anytime_json")} for r in after]
+    assert score_by_seeds(rescored, grown) == rescored  # scoring twice changes nothing
+    # the instrument: the same seeds recorded as the table's noise (drawn) change the searches
+    drawn = _cells(ReplayTable(*_with_seeds(runs, curves, answers, "noise"), graph="demo", source="a"))
+    assert [_search(r) for r in drawn] != [_search(r) for r in before]
+
+
+def test_a_proxy_answer_keeps_its_drawn_figure_a_failed_seed_counts_zero_and_an_older_table_is_untouched():
+    runs, curves = _frames(noisy=_noisy, scramble=1)
+    table = ReplayTable(runs, curves, graph="demo", source="a")
+    rid = table.seeds["full"][3][0].run_id  # a configuration with 3 seeds
+    row = {"graph": "demo", "answer_run": rid, "test_mrr": 0.9, "answer_test_is_valid_proxy": False,
+           "answer_seeds": "0", "anytime_json": json.dumps([[1.0, None, None, None], [2.0, 0.5, 0.9, rid],
+                                                           [3.0, 0.5, 0.7, None], [4.0, 0.5, 0.7]])}
+    mean = float(np.mean([r.test["mrr"] for r in table.seeds["full"][3].values()]))
+    scored = score_by_seeds([row], table)[0]
+    assert (scored["test_mrr"], scored["test_mrr_drawn"], scored["answer_score"]) == (pytest.approx(mean), 0.9,
+                                                                                        SEEDS_MEAN)
+    # only a point with its scoring run is rescored (a proxy's, and an older replay's 3-element points, are not)
+    assert json.loads(scored["anytime_json"]) == [[1.0, None, None, None], [2.0, 0.5, pytest.approx(mean), rid],
+                                                  [3.0, 0.5, 0.7, None], [4.0, 0.5, 0.7]]
+    proxy = score_by_seeds([{**row, "answer_test_is_valid_proxy": True}], table)[0]
+    assert (proxy["test_mrr"], proxy["answer_score"]) == (0.9, DRAWN)
+    none = score_by_seeds([{**row, "test_mrr": None}], table)[0]  # no full-graph answer stays without one
+    assert none["test_mrr"] is None and none["answer_score"] == DRAWN
+    # a seed whose run failed (no test MRR) counts 0 in the mean
+    failed = runs.copy()
+    failed.loc[failed.run_id == rid.replace("-s0", "-s1"), ["test_mrr", "status"]] = [None, "failed"]
+    got = score_by_seeds([row], ReplayTable(failed, curves, graph="demo", source="a"))[0]["test_mrr"]
+    want = np.mean([0.0 if r.run_id.endswith("-s1") else r.test["mrr"] for r in table.seeds["full"][3].values()])
+    assert got == pytest.approx(want) and got < mean
+    # another graph's row, and every row of an unpriced (older) table, are returned as they are
+    assert score_by_seeds([{**row, "graph": "other"}], table) == [{**row, "graph": "other"}]
+    old = ReplayTable(runs.drop(columns="cost"), curves.drop(columns="cost"), graph="demo")
+    assert score_by_seeds([row], old) == [row]
+
+
+def test_replay_on_a_complete_journal_replays_nothing_and_scores_the_answers_from_the_grown_table(tmp_path):
+    """The path replay_benchmark.sh takes after `record --answers`: the same `kgtuner bench replay` command."""
+    from kgtuner.bench.cli import main
+
+    runs, curves = _frames(noisy=_noisy, scramble=1)
+    folder, out = tmp_path / "table", tmp_path / "replay" / "demo" / "custom"
+    folder.mkdir()
+    (folder / "card.json").write_text(json.dumps({"graph": "demo", "settings": {"model": "complex"}}))
+
+    def write(r, c):
+        r.to_parquet(folder / "runs.parquet", index=False)
+        c.to_parquet(folder / "curves.parquet", index=False)
+
+    write(runs, curves)
+    command = ["replay", "--table", str(folder), "--out", str(out), "--algorithms", "random", "--workers", "2",
+               "--budgets", "10", "--seeds", "3"]
+    assert main(command) == 0
+    first = pd.read_parquet(out / "results.parquet")
+    journal = (out / "journal.jsonl").read_text()
+    write(*_with_seeds(runs, curves, first.answer_run, "answers"))
+    assert main(command) == 0
+    assert (out / "journal.jsonl").read_text() == journal  # nothing replayed again
+    second = pd.read_parquet(out / "results.parquet")
+    assert list(second.answer_run) == list(first.answer_run) and set(second.answer_seeds) == {"0,1,2"}
+    assert (second.test_mrr_drawn == first.test_mrr_drawn).all()
+    assert (second.test_mrr > first.test_mrr - 1e-12).all() and (second.test_mrr > first.test_mrr + 1e-6).any()
+    # the page reads the journal and scores it from the same table
+    from script_loader import load_script
+
+    load_script("benchmarks_page")
+    import page.fair as fair
+
+    page = fair.load_journal(out / "journal.jsonl", folder)
+    assert list(page.test_mrr) == pytest.approx(list(second.test_mrr))

@@ -243,8 +243,9 @@ def format_summary(summary, reference: str = REFERENCE) -> str:
                  "mapped to a run the search already had (its pool exhausted); dist: mean distance from a suggestion to the "
                  "recorded configuration it was mapped to (standardised features of its pool; 0 = recorded exactly), "
                  "the check that the mapping moves no searcher further than another; srch%: the searcher's own "
-                 "computing time (suggestions and results, wall seconds of the replay process), not charged to the "
-                 "simulated clock, as a share of the budget's simulated seconds; none: searches that ended without "
+                 "computing time (suggestions and results, wall seconds of the replay process) as a share of the "
+                 "budget's simulated seconds; the clock is charged its CPU seconds only where the replay charged the "
+                 "searcher (--charge-searcher; the fair grid); none: searches that ended without "
                  f"a full-graph answer, scored {NO_ANSWER_MRR:g} in every figure; v-as-t: answers whose test MRR is "
                  "their validation MRR (the answer's trial ended before its run's best validation, and the table holds "
                  "test metrics at the best validation only).")

@@ -33,6 +33,35 @@ SEARCH_LABELS = {"kgtuner": "KGTuner", "rf_bore": "RF+BORE", "random": "random s
                  "kgtuner+asha": "KGTuner+ASHA", "kgtuner_asha": "KGTuner+ASHA", "grash": "GraSH"}
 
 
+def scored_rows(rows: list[dict], table_folder: Path | None) -> list[dict]:
+    """Replay result rows with their answers scored from the recorded table in ``table_folder`` as it is now
+    (``kgtuner.bench.answer_score``: the seeds recorded for the answers after the replay enter the scores); as they
+    are where the folder holds no table. A table is read once per render (and again only when its files change)."""
+    from kgtuner.bench.answer_score import score_by_seeds
+
+    if not rows or table_folder is None:
+        return rows
+    files = [Path(table_folder) / name for name in ("runs.parquet", "curves.parquet")]
+    if not all(f.is_file() for f in files):
+        return rows
+    stamp = tuple((str(f.resolve()), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    return score_by_seeds(rows, _table(stamp))
+
+
+_TABLES: dict = {}
+
+
+def _table(stamp: tuple):
+    """The ReplayTable of the files in ``stamp`` ((path, mtime, size) of its runs and curves), read once."""
+    from kgtuner.bench.replay_table import ReplayTable
+
+    if stamp not in _TABLES:
+        if len(_TABLES) >= 4:  # a render reads a table per graph; older ones (changed files, other folders) go
+            _TABLES.clear()
+        _TABLES[stamp] = ReplayTable.load(Path(stamp[0][0]).parent)
+    return _TABLES[stamp]
+
+
 def _script(name: str):
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)

@@ -35,14 +35,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kgtuner.bench.answer_score import score_by_seeds
 from kgtuner.bench.benchmark import STUDIES, ResultsJournal, algorithm_label, parse_algorithm, results_frame
-from kgtuner.bench.replay_table import ReplayTable
 from kgtuner.bench.card_cost import CONVERGED_SHARE, PUBLISHED_TOLERANCE
 from kgtuner.bench.compare import ALPHA, cell_verdicts, common_seeds, exhausted_cells, is_bracket, score_answers
 from kgtuner.bench.pool import FULL_GRAPH_POOLS
 
-from .common import DEMO_GRAPH, SEARCH_LABELS
+from .common import DEMO_GRAPH, SEARCH_LABELS, scored_rows
 from .stage2 import _fmt, _p, paired
 
 #: The graphs the fair benchmark is recorded on (each is shown, with "not recorded yet" while it has no table).
@@ -128,9 +126,7 @@ def load_journal(path: Path, table: Path | None = None) -> pd.DataFrame:
     """A ``fair`` replay journal's results frame (empty without a journal or a row), its answers scored from the
     recorded ``table`` folder as it is now where it holds one (``kgtuner.bench.answer_score``: the seeds recorded
     for the answers after the replay enter the scores, as in ``kgtuner bench replay``'s results.parquet)."""
-    rows = ResultsJournal(path).read()[1] if path.is_file() else []
-    if rows and table is not None and (Path(table) / "runs.parquet").is_file():
-        rows = score_by_seeds(rows, ReplayTable.load(table))
+    rows = scored_rows(ResultsJournal(path).read()[1] if path.is_file() else [], table)
     return results_frame(rows) if rows else pd.DataFrame()
 
 

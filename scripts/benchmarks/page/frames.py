@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .common import scored_rows
+
 
 def _replay_journals(replay_root: Path) -> dict[str, dict[str, Path]]:
     """{graph: {study: journal}} of ``replay_root/<graph>/<study>/journal.jsonl`` (``kgtuner bench replay
@@ -19,18 +21,14 @@ def _replay_journals(replay_root: Path) -> dict[str, dict[str, Path]]:
 def replay_frames(replay_root: Path, tables_root: Path | None = None) -> dict[tuple[str, str], pd.DataFrame]:
     """{(graph, study): results frame} of every replay journal under ``replay_root`` (each read once), the answers
     scored from ``tables_root/<graph>`` where it holds the graph's table (``kgtuner.bench.answer_score``)."""
-    from kgtuner.bench.answer_score import score_by_seeds
     from kgtuner.bench.benchmark import ResultsJournal, results_frame
-    from kgtuner.bench.replay_table import ReplayTable
 
     frames = {}
     for graph, studies in _replay_journals(replay_root).items():
-        folder = None if tables_root is None else Path(tables_root) / graph
-        table = ReplayTable.load(folder) if folder is not None and (folder / "runs.parquet").is_file() else None
         for name, path in studies.items():
-            rows = ResultsJournal(path).read()[1]
+            rows = scored_rows(ResultsJournal(path).read()[1], None if tables_root is None else Path(tables_root) / graph)
             if rows:
-                frames[graph, name] = results_frame(rows if table is None else score_by_seeds(rows, table))
+                frames[graph, name] = results_frame(rows)
     return frames
 
 

@@ -149,3 +149,53 @@ def test_replay_on_a_complete_journal_replays_nothing_and_scores_the_answers_fro
 
     page = fair.load_journal(out / "journal.jsonl", folder)
     assert list(page.test_mrr) == pytest.approx(list(second.test_mrr))
+
+
+@pytest.mark.slow
+def test_the_benchmark_script_records_the_answers_seeds_and_scores_them_without_replaying_again(tmp_path):
+    """scripts/benchmarks/replay_benchmark.sh on a complete tiny calibrated table: it replays the grid, records
+    3 seeds of every answer (`record --answers`, phase `answers`), and writes the results again with each answer
+    scored by the mean over its seeds, the replay journal untouched."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from kgtuner.bench import pool as bp
+    from kgtuner.bench import record as br
+    from kgtuner.bench.table import finalize
+
+    repo = Path(__file__).resolve().parents[1]
+    settings = bp.RecordSettings(
+        dataset="demo", stage1_configs=4, full_configs=3, decoupled_configs=0, expand_top=1, max_epochs=2,
+        stage1_cap_s=2.0, expand_cap_s=0.5, full_cap_s=0.5, decoupled_cap_s=0.5, noise_stage1_top=0, noise_stage1_random=0,
+        noise_expand_top=0, noise_full_top=0, noise_full_random=0)
+    # recorded here (this process holds its journal's lock), committed as a table: the script rebuilds the journal
+    br.record(settings, tmp_path / "recorded", command="test", log=lambda line: None)
+    finalize(tmp_path / "recorded", tmp_path / "tables" / "demo")
+    before = pd.read_parquet(tmp_path / "tables" / "demo" / "runs.parquet")
+    assert set(before.seed) == {0}  # no noise seeds: every seed past 0 below is an answer's
+    env = {**os.environ, "DATASET": "demo", "JOURNALS": str(tmp_path / "journals"), "TABLES": str(tmp_path / "tables"),
+           "REPLAY": str(tmp_path / "replay"), "PAGE": str(tmp_path / "page.md"), "README": str(tmp_path / "README.md"),
+           "GRID": "--algorithms random --workers 1 --budgets 2 --seeds 3",
+           "KGTUNER": str(Path(sys.executable).with_name("kgtuner"))}
+    proc = subprocess.run(["bash", "scripts/benchmarks/replay_benchmark.sh", "demo"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "answers' seeds" in proc.stdout and "answers scored by their seeds" in proc.stdout
+    runs = pd.read_parquet(tmp_path / "tables" / "demo" / "runs.parquet")
+    extra = runs[runs.seed > 0]
+    assert len(extra) and set(extra.phase) == {"answers"} and set(extra.pool) == {"full"}
+    results = pd.read_parquet(tmp_path / "replay" / "demo" / "custom" / "results.parquet")
+    journal = (tmp_path / "replay" / "demo" / "custom" / "journal.jsonl").read_text().splitlines()
+    assert len(journal) == 1 + len(results) == 4  # the header and one line per search: none replayed again
+    table = ReplayTable.load(tmp_path / "tables" / "demo")
+    for row in results.itertuples(index=False):
+        mean, seeds = table.seed_score(row.answer_run)
+        assert row.answer_seeds == "0,1,2" and seeds == [0, 1, 2]
+        if row.answer_test_is_valid_proxy:  # cut before its best validation: its own proxy, no mean of seeds
+            assert row.answer_score == DRAWN and row.test_mrr == row.test_mrr_drawn
+        else:
+            assert row.answer_score == SEEDS_MEAN and row.test_mrr == pytest.approx(mean)
+            assert row.test_mrr_drawn == pytest.approx(table.runs["full"][int(row.answer_run.split("-")[1])].test["mrr"])
+    assert (results.answer_score == SEEDS_MEAN).any()

@@ -14,7 +14,7 @@ it writes, replayed now or read from its journal), without replaying anything.
 Scored rows keep the drawn run's figure as ``test_mrr_drawn`` and say how ``test_mrr`` was scored in
 ``answer_score``: ``seeds_mean``, or ``drawn`` where the answer's trial ended before its run's best validation
 (its test MRR is then a validation proxy no other seed has a counterpart of) or the table does not hold the run.
-``answer_seeds`` lists the seeds the mean is over. The anytime curve's points (``[second, valid, test, run]``)
+``answer_seeds`` lists the configuration's recorded seeds (those the mean is over), whichever way it is scored. The anytime curve's points (``[second, valid, test, run]``)
 are scored alike by their run. An unpriced (older) table's rows are returned as they are: their replays and
 committed results stay what they were.
 """
@@ -43,10 +43,11 @@ def _score_row(row: dict, table) -> dict:
     drawn = row.get("test_mrr_drawn", row.get("test_mrr"))
     out = {**row, "test_mrr_drawn": drawn, "answer_score": DRAWN}
     run = row.get("answer_run")
-    if drawn is not None and run is not None and not row.get("answer_test_is_valid_proxy"):
-        mean, seeds = table.seed_score(run)
-        if mean is not None:
-            out.update(test_mrr=mean, answer_seeds=",".join(str(s) for s in seeds), answer_score=SEEDS_MEAN)
+    mean, seeds = table.seed_score(run) if run is not None else (None, [])
+    if seeds:  # the answer configuration's recorded seeds, as the table holds them now, however it is scored
+        out["answer_seeds"] = ",".join(str(s) for s in seeds)
+    if drawn is not None and mean is not None and not row.get("answer_test_is_valid_proxy"):
+        out.update(test_mrr=mean, answer_score=SEEDS_MEAN)
     if row.get("anytime_json"):
         out["anytime_json"] = json.dumps([_score_point(p, table) for p in json.loads(row["anytime_json"])])
     return out

@@ -65,29 +65,29 @@ EOF
 then
   echo "the table is not complete yet: rerun this script to continue recording"; exit 3
 fi
-if [ -n "${GRID:-}" ]; then
-  echo "== $(date -u +%FT%TZ) replay $graph custom: $GRID"
-  # shellcheck disable=SC2086 # GRID is a list of options
-  "$KGTUNER" bench replay --table "$table" $GRID --out "$REPLAY/$graph/custom" --jobs "$JOBS"
-else
-  replay_studies() {
+replay_all() {  # the named grids, or the custom one; a complete journal replays nothing and rewrites its results
+  if [ -n "${GRID:-}" ]; then
+    echo "== $(date -u +%FT%TZ) replay $graph custom: $GRID"
+    # shellcheck disable=SC2086 # GRID is a list of options
+    "$KGTUNER" bench replay --table "$table" $GRID --out "$REPLAY/$graph/custom" --jobs "$JOBS"
+  else
     for study in $STUDIES; do
       echo "== $(date -u +%FT%TZ) replay $graph $study"
       "$KGTUNER" bench replay --table "$table" --study "$study" --out "$REPLAY/$graph/$study" --jobs "$JOBS"
     done
-  }
-  replay_studies
-  # a priced table (issue 38): every answer of the replays gets 3 recorded seeds (`record --answers`), then the
-  # replays are written again from their journals: the answers' seeds are never drawn by a trial, so no search
-  # changes and nothing is replayed; each answer is scored by the mean over its configuration's seeds, now grown
-  if "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$table/card.json'))['settings'].get('cost') == 'calibrated' else 1)"; then
-    echo "== $(date -u +%FT%TZ) answers' seeds"
-    "$KGTUNER" bench record --dataset "$DATASET" --out "$journal" --answers "$REPLAY/$graph"/*/results.parquet \
-      >> "$journal/record.log" 2>&1
-    "$KGTUNER" bench report --journal "$journal" --out "$table"
-    echo "== $(date -u +%FT%TZ) answers scored by their seeds"
-    replay_studies
   fi
+}
+replay_all
+# a priced table (issue 38): every answer of the replays gets 3 recorded seeds (`record --answers`), then the
+# replays' results are written again from their journals: the answers' seeds are never drawn by a trial, so no
+# search changes and nothing is replayed; each answer is scored by the mean over its configuration's seeds, grown
+if "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$table/card.json'))['settings'].get('cost') == 'calibrated' else 1)"; then
+  echo "== $(date -u +%FT%TZ) answers' seeds"
+  "$KGTUNER" bench record --dataset "$DATASET" --out "$journal" --answers "$REPLAY/$graph"/*/results.parquet \
+    >> "$journal/record.log" 2>&1
+  "$KGTUNER" bench report --journal "$journal" --out "$table"
+  echo "== $(date -u +%FT%TZ) answers scored by their seeds"
+  replay_all
 fi
 echo "== $(date -u +%FT%TZ) page"
 page

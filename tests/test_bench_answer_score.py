@@ -109,19 +109,36 @@ def test_a_proxy_answer_keeps_its_drawn_figure_a_failed_seed_counts_zero_and_an_
     got = score_by_seeds([row], ReplayTable(failed, curves, graph="demo", source="a"))[0]["test_mrr"]
     want = np.mean([0.0 if r.run_id.endswith("-s1") else r.test["mrr"] for r in table.seeds["full"][3].values()])
     assert got == pytest.approx(want) and got < mean
+    # rows read back through a DataFrame (NaN for None): a search without a full-graph answer (its answer_run a
+    # stage-1 run, which has no test MRR) keeps none, and a row scored before is scored again from its drawn figure
+    subgraph = runs.copy()
+    subgraph.loc[subgraph.pool == "stage1", "test_mrr"] = None  # as recorded: no test on the subgraph
+    table = ReplayTable(subgraph, curves, graph="demo", source="a")
+    stage1 = table.runs["stage1"][0].run_id
+    assert table.seed_score(stage1) == (None, [0])
+    frame = pd.DataFrame([{**row, "answer_run": stage1, "test_mrr": None}, scored]).to_dict("records")
+    again = score_by_seeds(frame, table)
+    assert again[0]["test_mrr"] is None and again[0]["answer_score"] == DRAWN
+    assert again[1]["test_mrr"] == pytest.approx(mean) and again[1]["answer_score"] == SEEDS_MEAN
+    lost = score_by_seeds([{**scored, "answer_run": "not-in-the-table"}], table)[0]
+    assert (lost["test_mrr"], lost["answer_score"]) == (0.9, DRAWN)  # its drawn figure, not the stale mean
     # another graph's row, and every row of an unpriced (older) table, are returned as they are
     assert score_by_seeds([{**row, "graph": "other"}], table) == [{**row, "graph": "other"}]
     old = ReplayTable(runs.drop(columns="cost"), curves.drop(columns="cost"), graph="demo")
     assert score_by_seeds([row], old) == [row]
+    # and a replay on an unpriced table writes its row as before: no scoring columns, 3-element anytime points
+    plain = run_cell(old, "random", 2, 3.0, 0)
+    assert not {"answer_score", "test_mrr_drawn"} & set(plain)
+    assert {len(p) for p in json.loads(plain["anytime_json"])} == {3}
 
 
-def test_replay_on_a_complete_journal_replays_nothing_and_scores_the_answers_from_the_grown_table(tmp_path):
+def test_replay_on_a_complete_journal_replays_nothing_and_scores_the_answers_from_the_grown_table(tmp_path, capsys):
     """The path replay_benchmark.sh takes after `record --answers`: the same `kgtuner bench replay` command."""
     from kgtuner.bench.cli import main
 
     runs, curves = _frames(noisy=_noisy, scramble=1)
-    folder, out = tmp_path / "table", tmp_path / "replay" / "demo" / "custom"
-    folder.mkdir()
+    folder, out = tmp_path / "tables" / "demo", tmp_path / "replay" / "demo" / "custom"
+    folder.mkdir(parents=True)
     (folder / "card.json").write_text(json.dumps({"graph": "demo", "settings": {"model": "complex"}}))
 
     def write(r, c):
@@ -141,14 +158,24 @@ def test_replay_on_a_complete_journal_replays_nothing_and_scores_the_answers_fro
     assert list(second.answer_run) == list(first.answer_run) and set(second.answer_seeds) == {"0,1,2"}
     assert (second.test_mrr_drawn == first.test_mrr_drawn).all()
     assert (second.test_mrr > first.test_mrr - 1e-12).all() and (second.test_mrr > first.test_mrr + 1e-6).any()
-    # the page reads the journal and scores it from the same table
+    # the page reads the journals and scores them from the same table: the fair section, and every grid's frame
     from script_loader import load_script
 
     load_script("benchmarks_page")
     import page.fair as fair
+    from page.frames import replay_frames
 
-    page = fair.load_journal(out / "journal.jsonl", folder)
-    assert list(page.test_mrr) == pytest.approx(list(second.test_mrr))
+    assert list(fair.load_journal(out / "journal.jsonl", folder).test_mrr) == pytest.approx(list(second.test_mrr))
+    frames = replay_frames(tmp_path / "replay", tmp_path / "tables")
+    assert list(frames["demo", "custom"].test_mrr) == pytest.approx(list(second.test_mrr))
+    assert list(replay_frames(tmp_path / "replay")["demo", "custom"].test_mrr) == pytest.approx(list(first.test_mrr))
+    # `kgtuner bench compare` scores them from the tables it is given, and warns where it is given none
+    assert main(["compare", "--results", str(out), "--tables", str(folder), "--out", str(tmp_path / "c")]) == 0
+    compared = pd.read_parquet(tmp_path / "c" / "results.parquet")
+    assert list(compared.test_mrr) == pytest.approx(list(second.test_mrr))
+    assert "warning" not in capsys.readouterr().err
+    assert main(["compare", "--results", str(out)]) == 0
+    assert "the answers of demo keep the scores they had when replayed" in capsys.readouterr().err
 
 
 @pytest.mark.slow

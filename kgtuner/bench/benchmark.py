@@ -284,7 +284,9 @@ def run_cell(table, algorithm: str, workers: int, budget_trials: float, seed: in
             "failed": sum(1 for r in rows if r["status"] == "failed"), "misses": res.misses, "repeats": res.repeats,
             "mean_distance": res.mean_distance, "end_s": res.end_s, "searcher_s": round(res.searcher_s, 4),
             "searcher_charged": bool(charge_searcher), "wall_s": round(wall, 3),
-            "anytime_json": json.dumps([[round(t, 3), v, te, run] for t, v, te, run in res.anytime])}
+            # a point names the run that scores it on a priced table (older tables' points stay as they were)
+            "anytime_json": json.dumps([[round(t, 3), v, te, *([run] if table.priced else [])]
+                                        for t, v, te, run in res.anytime])}
     return score_by_seeds([row], table)[0]
 
 

@@ -297,6 +297,11 @@ def _compare(args) -> int:
     tables = {t.graph: t for t in (ReplayTable.load(x) for x in args.tables)}
     for table in tables.values():  # the answers of a graph whose table is given: scored from it as it is now
         rows = score_by_seeds(rows, table)
+    unscored = sorted({str(r.get("graph")) for r in rows if "answer_score" in r and r.get("graph") not in tables})
+    if unscored:
+        print(f"kgtuner: warning: the answers of {', '.join(unscored)} keep the scores they had when replayed (a "
+              "priced table's answer scores the mean over its seeds, which `record --answers` adds to): give "
+              "--tables with the table to score them as it is now", file=sys.stderr, flush=True)
     df = results_frame(rows)
     parts = []
     for graph, g in df.groupby("graph"):

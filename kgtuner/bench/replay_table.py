@@ -219,13 +219,15 @@ class ReplayTable:
 
     def seed_score(self, run_id: str) -> tuple[float | None, list[int]]:
         """(the mean test MRR over every recorded seed of ``run_id``'s configuration, those seeds); a seed whose
-        run failed (no test MRR) counts :data:`FAILED_SEED_MRR`: retrained with it, the configuration gives no
-        model. (None, []) for a run the table does not hold."""
+        run failed counts :data:`FAILED_SEED_MRR` (retrained with it, the configuration gives no model). The mean
+        is None for a configuration whose runs carry no test MRR (a stage-1 run on the subgraph), and (None, [])
+        for a run the table does not hold."""
         where = self._config_of.get(str(run_id))
         if where is None:
             return None, []
         runs = self.seeds[where[0]].get(where[1], {})
-        mrrs = [FAILED_SEED_MRR if r.test.get("mrr") is None else float(r.test["mrr"]) for r in runs.values()]
+        mrrs = [FAILED_SEED_MRR if not r.ok else float(r.test["mrr"]) for r in runs.values()
+                if not r.ok or r.test.get("mrr") is not None]
         return (float(np.mean(mrrs)) if mrrs else None), sorted(runs)
 
     def _matrix(self, pool: str) -> tuple[list, np.ndarray]:
@@ -271,8 +273,10 @@ def hp_key(hp: Mapping) -> str:
 
 
 def _text(value) -> str | None:
-    """A string cell of a frame, None for a missing one (None, NaN)."""
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+    """A string cell of a frame, None for a missing one (None, NaN, pandas' NA)."""
+    import pandas as pd
+
+    return None if value is None or (not isinstance(value, str) and bool(pd.isna(value))) else str(value)
 
 
 def _num(value) -> float | None:

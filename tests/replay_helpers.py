@@ -79,3 +79,19 @@ def _frames(*, n1=40, nfull=30, ndec=30, expand_top=40, points=4, sec=10.0, nois
 def _table(**kw) -> ReplayTable:
     runs, curves = _frames(**kw)
     return ReplayTable(runs, curves, graph="demo", source=f"synthetic-{kw.get('scramble', 0)}")
+
+
+def run_benchmark_script(root, grid: str, graph: str = "demo"):
+    """``scripts/benchmarks/replay_benchmark.sh GRAPH`` with every folder under ``root`` (journals/, tables/,
+    replay/, page.md, README.md), the demo dataset and the replay grid ``grid``; the completed process."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(root)
+    env = {**os.environ, "DATASET": "demo", "JOURNALS": str(root / "journals"), "TABLES": str(root / "tables"),
+           "REPLAY": str(root / "replay"), "PAGE": str(root / "page.md"), "README": str(root / "README.md"),
+           "GRID": grid, "KGTUNER": str(Path(sys.executable).with_name("kgtuner"))}
+    return subprocess.run(["bash", "scripts/benchmarks/replay_benchmark.sh", graph], cwd=Path(__file__).resolve().parents[1],
+                          env=env, capture_output=True, text=True, timeout=900)

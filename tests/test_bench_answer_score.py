@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from replay_helpers import _frames
+from replay_helpers import _frames, run_benchmark_script
 
 from kgtuner.bench.answer_score import DRAWN, SEEDS_MEAN, score_by_seeds
 from kgtuner.bench.benchmark import run_cell
@@ -183,16 +183,10 @@ def test_the_benchmark_script_records_the_answers_seeds_and_scores_them_without_
     """scripts/benchmarks/replay_benchmark.sh on a complete tiny calibrated table: it replays the grid, records
     3 seeds of every answer (`record --answers`, phase `answers`), and writes the results again with each answer
     scored by the mean over its seeds, the replay journal untouched."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from kgtuner.bench import pool as bp
     from kgtuner.bench import record as br
     from kgtuner.bench.table import finalize
 
-    repo = Path(__file__).resolve().parents[1]
     settings = bp.RecordSettings(
         dataset="demo", stage1_configs=4, full_configs=3, decoupled_configs=0, expand_top=1, max_epochs=2,
         stage1_cap_s=2.0, expand_cap_s=0.5, full_cap_s=0.5, decoupled_cap_s=0.5, noise_stage1_top=0, noise_stage1_random=0,
@@ -202,12 +196,7 @@ def test_the_benchmark_script_records_the_answers_seeds_and_scores_them_without_
     finalize(tmp_path / "recorded", tmp_path / "tables" / "demo")
     before = pd.read_parquet(tmp_path / "tables" / "demo" / "runs.parquet")
     assert set(before.seed) == {0}  # no noise seeds: every seed past 0 below is an answer's
-    env = {**os.environ, "DATASET": "demo", "JOURNALS": str(tmp_path / "journals"), "TABLES": str(tmp_path / "tables"),
-           "REPLAY": str(tmp_path / "replay"), "PAGE": str(tmp_path / "page.md"), "README": str(tmp_path / "README.md"),
-           "GRID": "--algorithms random --workers 1 --budgets 2 --seeds 3",
-           "KGTUNER": str(Path(sys.executable).with_name("kgtuner"))}
-    proc = subprocess.run(["bash", "scripts/benchmarks/replay_benchmark.sh", "demo"], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = run_benchmark_script(tmp_path, "--algorithms random --workers 1 --budgets 2 --seeds 3")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "answers' seeds" in proc.stdout and "answers scored by their seeds" in proc.stdout
     runs = pd.read_parquet(tmp_path / "tables" / "demo" / "runs.parquet")

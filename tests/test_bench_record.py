@@ -24,6 +24,7 @@ from kgtuner.bench import pool as bp
 from kgtuner.bench import record as br
 from kgtuner.bench import table as bt
 from kgtuner.errors import ConfigError
+from replay_helpers import run_benchmark_script
 
 REPO = Path(__file__).resolve().parents[1]
 #: A tiny recording of the demo graph: every pool, repeated seeds, caps that stop some runs (the measured-seconds
@@ -452,15 +453,9 @@ def test_the_benchmark_script_restores_a_recording_then_reports_replays_and_writ
     trained again), reports the table, checks it is complete, replays a grid and regenerates the page."""
     import shutil
 
-    repo = Path(__file__).resolve().parents[1]
     _, out, tables, _ = recorded  # recorded in this process: its session records name a live pid running "bench record"
     shutil.copytree(tables, tmp_path / "tables" / "demo")
-    env = {**os.environ, "DATASET": "demo", "JOURNALS": str(tmp_path / "journals"), "TABLES": str(tmp_path / "tables"),
-           "REPLAY": str(tmp_path / "replay"), "PAGE": str(tmp_path / "page.md"), "README": str(tmp_path / "README.md"),
-           "GRID": "--algorithms random rf_bore --workers 1 --budgets 2 --seeds 2",
-           "KGTUNER": str(Path(sys.executable).with_name("kgtuner"))}
-    proc = subprocess.run(["bash", "scripts/benchmarks/replay_benchmark.sh", "demo"], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = run_benchmark_script(tmp_path, "--algorithms random rf_bore --workers 1 --budgets 2 --seeds 2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     planned = sum(json.loads((tmp_path / "tables" / "demo" / "card.json").read_text())["planned"].values())
     assert f"{planned} run(s), 1 session(s) -> {tmp_path / 'journals' / 'demo' / 'journal.jsonl'}" in proc.stdout

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 from typing import Iterable, Mapping
 
+from kgtuner.bench.replay_table import is_missing
+
 #: ``answer_score``: the answer's test MRR is its configuration's mean over every recorded seed.
 SEEDS_MEAN = "seeds_mean"
 #: ``answer_score``: the answer's test MRR is its drawn trial's (a validation proxy, or a run the table lacks).
@@ -41,26 +43,19 @@ def score_by_seeds(rows: Iterable[Mapping], table) -> list[dict]:
 
 def _score_row(row: dict, table) -> dict:
     drawn = row.get("test_mrr_drawn", row.get("test_mrr"))
-    drawn = None if _missing(drawn) else float(drawn)
+    drawn = None if is_missing(drawn) else float(drawn)
     # a row without a full-graph answer keeps none; every other is its drawn figure unless its seeds score it
     out = {**row, "test_mrr_drawn": drawn, "test_mrr": drawn, "answer_score": DRAWN}
-    run = None if _missing(row.get("answer_run")) else str(row["answer_run"])
+    run = None if is_missing(row.get("answer_run")) else str(row["answer_run"])
     mean, seeds = table.seed_score(run) if run is not None else (None, [])
     if seeds:  # the answer configuration's recorded seeds, as the table holds them now, however it is scored
         out["answer_seeds"] = ",".join(str(s) for s in seeds)
     proxy = row.get("answer_test_is_valid_proxy")
-    if drawn is not None and mean is not None and (_missing(proxy) or not bool(proxy)):
+    if drawn is not None and mean is not None and (is_missing(proxy) or not bool(proxy)):
         out.update(test_mrr=mean, answer_score=SEEDS_MEAN)
     if row.get("anytime_json"):
         out["anytime_json"] = json.dumps([_score_point(p, table) for p in json.loads(row["anytime_json"])])
     return out
-
-
-def _missing(value) -> bool:
-    """None, NaN or pandas' NA: a cell of a row read through a DataFrame as well as one read from a journal."""
-    import pandas as pd
-
-    return value is None or (not isinstance(value, (str, bytes)) and bool(pd.isna(value)))
 
 
 def _score_point(point: list, table) -> list:

@@ -272,11 +272,16 @@ def hp_key(hp: Mapping) -> str:
     return json.dumps({k: v for k, v in sorted(hp.items()) if k not in SIZE_KEYS}, sort_keys=True, default=str)
 
 
-def _text(value) -> str | None:
-    """A string cell of a frame, None for a missing one (None, NaN, pandas' NA)."""
+def is_missing(value) -> bool:
+    """None, NaN or pandas' NA: a missing cell, of a row read from a journal or through a DataFrame alike."""
     import pandas as pd
 
-    return None if value is None or (not isinstance(value, str) and bool(pd.isna(value))) else str(value)
+    return value is None or (not isinstance(value, (str, bytes)) and bool(pd.isna(value)))
+
+
+def _text(value) -> str | None:
+    """A string cell of a frame, None for a missing one."""
+    return None if is_missing(value) else str(value)
 
 
 def _num(value) -> float | None:

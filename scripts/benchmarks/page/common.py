@@ -3,6 +3,7 @@ and small readers and formatters of the committed files."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 from pathlib import Path
@@ -48,18 +49,12 @@ def scored_rows(rows: list[dict], table_folder: Path | None) -> list[dict]:
     return score_by_seeds(rows, _table(stamp))
 
 
-_TABLES: dict = {}
-
-
+@functools.lru_cache(maxsize=4)  # a render reads a table per graph; changed files make another stamp
 def _table(stamp: tuple):
     """The ReplayTable of the files in ``stamp`` ((path, mtime, size) of its runs and curves), read once."""
     from kgtuner.bench.replay_table import ReplayTable
 
-    if stamp not in _TABLES:
-        if len(_TABLES) >= 4:  # a render reads a table per graph; older ones (changed files, other folders) go
-            _TABLES.clear()
-        _TABLES[stamp] = ReplayTable.load(Path(stamp[0][0]).parent)
-    return _TABLES[stamp]
+    return ReplayTable.load(Path(stamp[0][0]).parent)
 
 
 def _script(name: str):

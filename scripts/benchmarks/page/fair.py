@@ -308,7 +308,7 @@ def load_replays(replay: Path, tables: Path | None = None) -> dict[str, pd.DataF
         graph = journal.parent.parent.name
         df = load_journal(journal, None if tables is None else Path(tables) / graph)
         if not df.empty:
-            out[journal.parent.parent.name] = df
+            out[graph] = df
     return out
 
 

@@ -37,6 +37,22 @@ def one_torch_thread():
     torch.set_num_threads(old)
 
 
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A complete tiny recording of the demo graph and its report (``record_helpers.TINY``): ``(settings, journal
+    folder, tables folder, record's summary)``, once per module."""
+    from kgtuner.bench import record as br
+    from kgtuner.bench import table as bt
+    from record_helpers import tiny
+
+    out = tmp_path_factory.mktemp("bench") / "demo"
+    s = tiny()
+    summary = br.record(s, out, command="test", log=lambda line: None)
+    tables = out / "tables"
+    bt.finalize(out, tables)
+    return s, out, tables, summary
+
+
 @pytest.fixture
 def live():
     """A recording search driver (tests/tune_helpers.Recorder), active for the test: searchers and schedulers

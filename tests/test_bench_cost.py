@@ -298,3 +298,12 @@ def test_pool_headroom_predicts_each_runs_priced_cost_and_counts_trials_against_
     from kgtuner.bench import benchmark
 
     assert benchmark.mean_trial_seconds.__module__ == "kgtuner.bench.benchmark"  # put back
+
+
+def test_the_gap_to_the_published_mrr_reads_below_or_above_it():
+    """A best test MRR above the published value is "above it", never "-3.0% below it"."""
+    from kgtuner.bench.card_cost import gap_words
+
+    assert gap_words((0.337 - 0.3027) / 0.337) == "10.2% below"
+    assert gap_words((0.475 - 0.49) / 0.475) == "3.2% above"
+    assert gap_words(0.0) == "0.0% below"

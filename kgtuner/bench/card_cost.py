@@ -45,6 +45,11 @@ def best_vs_published(header: Mapping, runs) -> dict[str, Any]:
     return out
 
 
+def gap_words(relative_gap: float) -> str:
+    """A best test MRR's gap to the published value in words: ``"10.2% below"``; ``"3.0% above"`` when negative."""
+    return f"{abs(relative_gap):.1%} {'below' if relative_gap >= 0 else 'above'}"
+
+
 def price_check(runs) -> dict[str, dict[str, float]]:
     """Per pool: measured training + validation seconds over the priced cost (how far the price model strays)."""
     out = {}
@@ -96,7 +101,7 @@ def section(header: Mapping, runs, calibrations) -> list[str]:
                  f"{best['published']:.3f}, {best['source']}).")
     elif best.get("published"):
         L.append(f"- Best full-graph test MRR {best['best_test_mrr']:.4f} (`{best['best_run']}`) against the published "
-                 f"tuned ComplEx {best['published']:.3f} ({best['source']}): {best['relative_gap']:+.1%} below it "
+                 f"tuned ComplEx {best['published']:.3f} ({best['source']}): {gap_words(best['relative_gap'])} it "
                  f"({'within' if best['within'] else 'outside'} the {PUBLISHED_TOLERANCE:.0%} the rule allows).")
     checks = price_check(runs)
     if checks:

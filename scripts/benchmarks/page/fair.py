@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from kgtuner.bench.benchmark import STUDIES, ResultsJournal, algorithm_label, parse_algorithm, results_frame
-from kgtuner.bench.card_cost import CONVERGED_SHARE, PUBLISHED_TOLERANCE
+from kgtuner.bench.card_cost import CONVERGED_SHARE, PUBLISHED_TOLERANCE, gap_words
 from kgtuner.bench.compare import ALPHA, cell_verdicts, common_seeds, exhausted_cells, is_bracket, score_answers
 from kgtuner.bench.pool import FULL_GRAPH_POOLS
 
@@ -117,7 +117,7 @@ def card_line(graph: str, card: dict | None, rel: str) -> str:
         else:
             within = "within" if best.get("within") else "outside"
             parts.append(f"best full-graph test MRR {best['best_test_mrr']:.4f} against the published tuned ComplEx "
-                         f"{best['published']:.3f} ({best.get('source') or '?'}): {best['relative_gap']:.1%} below it "
+                         f"{best['published']:.3f} ({best.get('source') or '?'}): {gap_words(best['relative_gap'])} it "
                          f"({within} the {PUBLISHED_TOLERANCE:.0%} the rule allows)")
     return (f"- **{graph}** ([card]({rel}/{TABLES}/{graph}/card.md)): " + "; ".join(parts) + ".")
 

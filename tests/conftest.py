@@ -37,10 +37,11 @@ def one_torch_thread():
     torch.set_num_threads(old)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def recorded(tmp_path_factory):
     """A complete tiny recording of the demo graph and its report (``record_helpers.TINY``): ``(settings, journal
-    folder, tables folder, record's summary)``, once per module."""
+    folder, tables folder, record's summary)``, recorded once per test process and only read by the tests (the
+    record and restore modules share it: splitting them records it no more often)."""
     from kgtuner.bench import record as br
     from kgtuner.bench import table as bt
     from record_helpers import tiny

@@ -156,14 +156,6 @@ def test_large_suite_cells_run_two_trials_in_flight_with_per_dataset_controls(be
     assert "cluster.num_cpus=1" in main and "trial.stage2.max_steps=300" in main
 
 
-def tracked(path: str) -> bool:
-    """Whether git tracks ``path`` (relative to the repository; whether it exists where this is no git checkout)."""
-    proc = subprocess.run(["git", "ls-files", "--error-unmatch", "--", path], cwd=REPO, capture_output=True)
-    if proc.returncode != 0 and b"did not match" not in proc.stderr:
-        return (REPO / path).is_file()
-    return proc.returncode == 0
-
-
 def committed(folder: Path, name: str) -> list[Path]:
     """The files called ``name`` under ``folder`` that git tracks (every one where this is no git checkout): what
     a fresh clone holds, not what a running benchmark is writing beside it."""
@@ -300,7 +292,8 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, m
     # every data file the page names is committed, and the replays' every-search frame is the one the journals render
     named = {f if f.startswith("docs/") else f"docs/{f}"
              for f in re.findall(r"`((?:docs/)?benchmarks/[^` ]+\.(?:parquet|jsonl|json))`", text)}
-    assert "docs/benchmarks/replay/results.parquet" in named and [f for f in named if not tracked(f)] == []
+    assert "docs/benchmarks/replay/results.parquet" in named
+    assert [f for f in named if REPO / f not in committed((REPO / f).parent, Path(f).name)] == []
     pd.testing.assert_frame_equal(pd.read_parquet(docs / "replay" / "results.parquet"),
                                   pd.read_parquet(REPO / "docs" / "benchmarks" / "replay" / "results.parquet"))
     # the committed page and README summary are what the committed files render (regenerate both with the tables)

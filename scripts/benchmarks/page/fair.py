@@ -130,6 +130,12 @@ def load_journal(path: Path, table: Path | None = None) -> pd.DataFrame:
     return results_frame(rows) if rows else pd.DataFrame()
 
 
+def _seed_counts(answered: pd.DataFrame) -> pd.Series:
+    """Per answered row, how many recorded seeds its answer's configuration has (``answer_seeds``: ``"0,1,2"``)."""
+    return answered["answer_seeds"].map(lambda s: len([x for x in str(s).split(",") if x.strip()])
+                                        if isinstance(s, str) else 0)
+
+
 def _answer_share(cell: pd.DataFrame) -> float:
     """The share of the cell's answers whose configuration has at least :data:`ANSWER_SEEDS` recorded seeds."""
     if "answer_seeds" not in cell.columns:
@@ -137,9 +143,21 @@ def _answer_share(cell: pd.DataFrame) -> float:
     answered = cell[cell["test_mrr"].notna()]
     if answered.empty:
         return np.nan
-    seeds = answered["answer_seeds"].map(lambda s: len([x for x in str(s).split(",") if x.strip()])
-                                         if isinstance(s, str) else 0)
-    return float((seeds >= ANSWER_SEEDS).mean())
+    return float((_seed_counts(answered) >= ANSWER_SEEDS).mean())
+
+
+def answers_lacking_seeds(df: pd.DataFrame) -> tuple[int, int]:
+    """(answer configurations with fewer than :data:`ANSWER_SEEDS` recorded seeds, answer configurations) of a
+    replay's results; (0, n) for results without ``answer_seeds`` (an unpriced table's: the rule does not apply). A
+    configuration is its answer run's id without the seed (``expand-0015-b512-d400-s0`` -> ``expand-0015-b512-d400``)."""
+    if "answer_run" not in df.columns:
+        return 0, 0
+    answered = df[df["test_mrr"].notna() & df["answer_run"].notna()]
+    configs = answered["answer_run"].astype(str).str.rsplit("-s", n=1).str[0]
+    if "answer_seeds" not in df.columns:
+        return 0, int(configs.nunique())
+    lacking = configs[(_seed_counts(answered) < ANSWER_SEEDS).to_numpy()]
+    return int(lacking.nunique()), int(configs.nunique())
 
 
 def rivals(df: pd.DataFrame) -> list[str]:
@@ -251,8 +269,12 @@ def cells_lines(graph: str, df: pd.DataFrame) -> list[str]:
     if cells.empty:
         return []
     partial = len(df) < planned
+    lacking, configs = answers_lacking_seeds(df)
     md = [f"**{graph}**: {len(df)} of the grid's {planned} searches replayed"
           + (" (**partial**: the figures are on the seeds every search of a cell has so far)" if partial else "")
+          + (f" (**provisional**: {lacking} of the {configs} answer configurations have fewer than {ANSWER_SEEDS} "
+             "recorded seeds yet; each answer scores the mean over the seeds recorded so far, so the figures move as "
+             "the rest are recorded)" if lacking else "")
           + ". Per cell: KGTuner's mean test MRR, each other search's mean minus KGTuner's (exact Wilcoxon p), the "
             "verdict, the largest share of the budget a searcher spent computing ("
           + ("charged to the simulated clock: each searcher call delays the trials it starts by its CPU seconds"
@@ -313,8 +335,9 @@ def load_replays(replay: Path, tables: Path | None = None) -> dict[str, pd.DataF
 
 
 def complete(df: pd.DataFrame) -> bool:
-    """Whether a ``fair`` replay holds every search of the grid (only a complete grid is summarised)."""
-    return len(df) >= len(STUDIES[STUDY].cells())
+    """Whether a ``fair`` replay holds every search of the grid and every answer configuration its
+    :data:`ANSWER_SEEDS` recorded seeds (only then is a graph summarised: the scores move as seeds are recorded)."""
+    return len(df) >= len(STUDIES[STUDY].cells()) and answers_lacking_seeds(df)[0] == 0
 
 
 def section(root: Path, tables: Path | None = None, replay: Path | None = None) -> list[str]:

@@ -46,12 +46,17 @@ def pending_lines(tables: Path, replays: dict[str, pd.DataFrame], link: str) -> 
             parts.append(f"the {t['graph']} table is not recorded yet")
         elif t["runs"] < t["planned"]:
             parts.append(f"the {t['graph']} table holds {t['runs']} of its {t['planned']} planned runs")
-        else:
+        elif df is None or len(df) < planned:
             parts.append(f"the {t['graph']} replay holds {0 if df is None else len(df)} of its {planned} searches")
+        else:
+            lacking, configs = fair.answers_lacking_seeds(df)
+            parts.append(f"the {t['graph']} replay holds all {planned} searches, but {lacking} of their {configs} "
+                         f"answer configurations have fewer than {fair.ANSWER_SEEDS} recorded seeds yet")
     if not parts:
         return []
     return ["Not yet answered under the fair protocol (issue 38): " + "; ".join(parts) + ". A graph's answer comes "
-            f"once its `{fair.STUDY}` grid is replayed in full ([progress]({link}))."]
+            f"once its `{fair.STUDY}` grid is replayed in full and every answer configuration has "
+            f"{fair.ANSWER_SEEDS} recorded seeds ([progress]({link}))."]
 
 
 def fair_summary(tables: Path, replay: Path, link: str) -> list[str]:

@@ -205,6 +205,17 @@ def _complete_rows(graph: str) -> list[dict]:
     return rows
 
 
+#: A complete table's card (its plan recorded in full), for the summary's tests.
+PLANNED = {"stage1": 640, "expand": 130, "full": 220, "decoupled": 220}
+
+
+def _complete_card(root: Path, graph: str, runs: dict | None = None) -> None:
+    """``graph``'s card with ``runs`` recorded (default: its whole plan, :data:`PLANNED`), every run converged."""
+    conv = {"expand": {"runs": 130, "converged": 130, "capped": 0, "share": 1.0}}
+    best = {"best_test_mrr": 0.30, "published": 0.337, "source": "CoDEx paper", "relative_gap": 0.11, "within": True}
+    _card(root, graph, runs=runs or PLANNED, planned=PLANNED, convergence=conv, best=best)
+
+
 def test_the_summary_and_the_readme_answer_from_a_complete_fair_grid_only(tmp_path):
     """The page's summary and the README's block read the ``fair`` replays: a graph whose grid is complete gets its
     verdicts cell by cell (the README: counted per budget), a partial grid or a table still recording only its
@@ -216,11 +227,8 @@ def test_the_summary_and_the_readme_answer_from_a_complete_fair_grid_only(tmp_pa
     from kgtuner.bench.benchmark import STUDIES
 
     root = tmp_path / "benchmarks"
-    planned = {"stage1": 640, "expand": 130, "full": 220, "decoupled": 220}
-    conv = {"expand": {"runs": 130, "converged": 130, "capped": 0, "share": 1.0}}
-    best = {"best_test_mrr": 0.30, "published": 0.337, "source": "CoDEx paper", "relative_gap": 0.11, "within": True}
-    _card(root, "codex-m", runs=planned, planned=planned, convergence=conv, best=best)
-    _card(root, "wn18rr", runs={**planned, "full": 100}, planned=planned, convergence=conv, best=best)
+    _complete_card(root, "codex-m")
+    _complete_card(root, "wn18rr", runs={**PLANNED, "full": 100})
     _journal(root, "codex-m", _complete_rows("codex-m"))
     summary = "\n".join(summary_section(root, root / "replay", root / "tables"))
     cells = {tuple(line.split(" | ")[1:3]): line for line in summary.splitlines() if line.startswith("| codex-m |")}
@@ -246,7 +254,7 @@ def test_the_summary_and_the_readme_answer_from_a_complete_fair_grid_only(tmp_pa
     import shutil
 
     shutil.rmtree(root / "tables" / "wn18rr")
-    _card(root, "wn18rr", runs=planned, planned=planned, convergence=conv, best=best)
+    _complete_card(root, "wn18rr")
     _journal(root, "wn18rr", _complete_rows("wn18rr")[:-1])
     block = "\n".join(readme_block(root, root / "replay", root / "tables"))
     assert "| budget (mean full-graph trials) | codex-m |" in block
@@ -264,10 +272,7 @@ def test_a_complete_grid_whose_answers_lack_seeds_is_provisional_not_answered(fa
     from kgtuner.bench.benchmark import STUDIES
 
     root = tmp_path / "benchmarks"
-    planned = {"stage1": 640, "expand": 130, "full": 220, "decoupled": 220}
-    conv = {"expand": {"runs": 130, "converged": 130, "capped": 0, "share": 1.0}}
-    best = {"best_test_mrr": 0.30, "published": 0.337, "source": "CoDEx paper", "relative_gap": 0.11, "within": True}
-    _card(root, "codex-m", runs=planned, planned=planned, convergence=conv, best=best)
+    _complete_card(root, "codex-m")
     rows = _complete_rows("codex-m")
     for r in rows:  # the answers of seeds 0 and 1 (configurations full-0, full-1) have one recorded seed so far
         r["answer_run"] = f"full-{r['seed']}-s0"

@@ -35,7 +35,7 @@ def _row(graph, algorithm, workers, budget, seed, test, *, repeats=0, seeds="0,1
     return {"graph": graph, "algorithm": algorithm, "on_miss": on_miss, "workers": workers,
             "budget_trials": float(budget), "budget_s": 100.0 * budget / workers, "seed": seed,
             "valid_mrr": None if test is None else test + 0.01, "test_mrr": test, "answer_stage": 2,
-            "answer_run": f"full-{seed}", "answer_seed": 0, "answer_seeds": None if test is None else seeds,
+            "answer_run": f"full-{seed:04d}-b512-d200-s0", "answer_seed": 0, "answer_seeds": None if test is None else seeds,
             "answer_test_is_valid_proxy": False, "trials": 12, "trials_stage2": 6, "stopped": 0, "failed": 0,
             "misses": 0, "repeats": repeats, "mean_distance": 0.1, "end_s": 100.0, "searcher_s": searcher_s,
             "wall_s": 1.0, "anytime_json": json.dumps([[50.0, test, test]])}
@@ -274,8 +274,7 @@ def test_a_complete_grid_whose_answers_lack_seeds_is_provisional_not_answered(fa
     root = tmp_path / "benchmarks"
     _complete_card(root, "codex-m")
     rows = _complete_rows("codex-m")
-    for r in rows:  # the answers of seeds 0 and 1 (configurations full-0, full-1) have one recorded seed so far
-        r["answer_run"] = f"full-{r['seed']}-s0"
+    for r in rows:  # the answers of seeds 0 and 1 (configurations full-0000, full-0001) have one seed so far
         if r["seed"] in (0, 1):
             r["answer_seeds"] = "0"
     _journal(root, "codex-m", rows)

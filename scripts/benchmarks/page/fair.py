@@ -149,11 +149,13 @@ def _answer_share(cell: pd.DataFrame) -> float:
 def answers_lacking_seeds(df: pd.DataFrame) -> tuple[int, int]:
     """(answer configurations with fewer than :data:`ANSWER_SEEDS` recorded seeds, answer configurations) of a
     replay's results; (0, n) for results without ``answer_seeds`` (an unpriced table's: the rule does not apply). A
-    configuration is its answer run's id without the seed (``expand-0015-b512-d400-s0`` -> ``expand-0015-b512-d400``)."""
+    configuration is its answer run's id without the seed (``kgtuner.bench.pool.parse_run_id``)."""
+    from kgtuner.bench.pool import parse_run_id
+
     if "answer_run" not in df.columns:
         return 0, 0
     answered = df[df["test_mrr"].notna() & df["answer_run"].notna()]
-    configs = answered["answer_run"].astype(str).str.rsplit("-s", n=1).str[0]
+    configs = answered["answer_run"].map(lambda rid: parse_run_id(rid)[:4])
     if "answer_seeds" not in df.columns:
         return 0, int(configs.nunique())
     lacking = configs[(_seed_counts(answered) < ANSWER_SEEDS).to_numpy()]

@@ -202,6 +202,15 @@ def test_the_benchmark_script_records_the_answers_seeds_and_scores_them_without_
     runs = pd.read_parquet(tmp_path / "tables" / "demo" / "runs.parquet")
     extra = runs[runs.seed > 0]
     assert len(extra) and set(extra.phase) == {"answers"} and set(extra.pool) == {"full"}
+    # the card names the answers' seeds apart from the plan: the plan stays complete, never "n+k of n planned"
+    planned = len(before)
+    card = json.loads((tmp_path / "tables" / "demo" / "card.json").read_text())
+    assert card["runs"] == planned + len(extra) and card["answer_runs"] == len(extra)
+    assert sum(card["in_plan"].values()) == planned
+    text = (tmp_path / "tables" / "demo" / "card.md").read_text()
+    assert (f"**Complete:** {planned} of {planned} planned runs recorded" in text
+            and f"plus {len(extra)} runs that give the replays' answers their seeds" in text)
+    assert f"demo: {planned} of {planned} planned runs recorded" in proc.stdout
     results = pd.read_parquet(tmp_path / "replay" / "demo" / "custom" / "results.parquet")
     journal = (tmp_path / "replay" / "demo" / "custom" / "journal.jsonl").read_text().splitlines()
     assert len(journal) == 1 + len(results) == 4  # the header and one line per search: none replayed again

@@ -82,6 +82,23 @@ def test_recording_states_from_the_cards_and_a_graph_without_a_table(fair, tmp_p
     assert "No `fair` replay yet" in text and "| workers |" not in text
 
 
+def test_the_answers_seeds_are_named_apart_from_the_planned_runs(fair, tmp_path):
+    """A table whose plan is complete and which then grew by the answers' seeds (`record --answers`): the page
+    says "1210 of 1210 planned" and counts the answers' seeds on their own, never "1350 of 1210 planned"."""
+    root = tmp_path / "benchmarks"
+    runs, planned = {"stage1": 640, "expand": 202, "full": 220, "decoupled": 288}, \
+        {"stage1": 640, "expand": 130, "full": 220, "decoupled": 220}
+    _card(root, "wn18rr", runs=runs, planned=planned, convergence={}, best={})
+    path = root / "tables" / "wn18rr" / "card.json"
+    card = json.loads(path.read_text())
+    path.write_text(json.dumps({**card, "answer_runs": 140, "in_plan": planned}))
+    [wn] = _lines_of(fair.section(root), "- **wn18rr**")
+    assert "1210 of 1210 planned runs recorded (per pool:" in wn and "**partial**" not in wn
+    assert "`expand` 130/130" in wn and "`decoupled` 220/220" in wn
+    assert "plus 140 runs that give the replays' answers their seeds" in wn
+    assert [t["runs"] for t in fair.recording_state(root / "tables") if t["graph"] == "wn18rr"] == [1210]
+
+
 def test_no_table_at_all_names_both_graphs_not_recorded(fair, tmp_path):
     md = fair.section(tmp_path / "benchmarks")
     assert all("not recorded yet" in line for line in _lines_of(md, "- **"))

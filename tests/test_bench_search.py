@@ -280,7 +280,9 @@ def test_the_committed_page_renders_from_committed_files_alone(page, tmp_path, m
     for card in (docs / "tables").glob("*/card.json"):
         c = json.loads(card.read_text())
         if c["graph"] != "demo":
-            assert f"{c['runs']} of {sum(c['planned'].values())} planned runs recorded" in text
+            assert f"{c['runs'] - c.get('answer_runs', 0)} of {sum(c['planned'].values())} planned runs recorded" in text
+            assert (f"plus {c['answer_runs']} runs that give the replays' answers their seeds" in text) == \
+                bool(c.get("answer_runs"))
     assert "demo" not in text[:text.index("# Small graphs")]
     superseded = text.index("# Superseded: the replays on the tables issue 38 found unfair")
     assert superseded > text.index("# Small graphs") and "## Search strategies replayed on the superseded tables" in \

@@ -86,11 +86,14 @@ def card_line(graph: str, card: dict | None, rel: str) -> str:
         return f"- **{graph}**: not recorded yet (no `docs/{rel}/{TABLES}/{graph}/card.json`)."
     planned = {k: int(v) for k, v in (card.get("planned") or {}).items()}
     counts = {k: int((v or {}).get("runs", 0)) for k, v in (card.get("counts") or {}).items()}
-    runs = int(card.get("runs", sum(counts.values())))
+    answers = int(card.get("answer_runs", 0))  # runs giving the replays' answers their seeds: in no pool's plan
+    counts = {k: int(v) for k, v in card["in_plan"].items()} if "in_plan" in card else counts
+    runs = int(card.get("runs", sum(counts.values()))) - answers
     done = runs >= sum(planned.values()) > 0
     parts = [f"{runs} of {sum(planned.values())} planned runs recorded" + ("" if done else ", **partial**")
              + (" (per pool: " + ", ".join(f"`{p}` {counts.get(p, 0)}/{n}" for p, n in planned.items()) + ")"
-                if planned else "")]
+                if planned else "")
+             + (f", plus {answers} runs that give the replays' answers their seeds" if answers else "")]
     protocol = card.get("protocol")
     if not protocol:
         parts.append("its card has no protocol figures (not a converged recording)")
@@ -313,13 +316,13 @@ def cells_lines(graph: str, df: pd.DataFrame) -> list[str]:
 
 
 def recording_state(tables: Path) -> list[dict]:
-    """Per graph of the fair benchmark (:data:`GRAPHS` first): runs recorded and planned, from its card.json (0 of 0
-    while it has none)."""
+    """Per graph of the fair benchmark (:data:`GRAPHS` first): planned runs recorded (not the answers' seeds) and
+    planned, from its card.json (0 of 0 while it has none)."""
     out = []
     for graph in _graphs(Path(tables)):
         path = Path(tables) / graph / "card.json"
         card = json.loads(path.read_text()) if path.is_file() else {}
-        out.append({"graph": graph, "runs": int(card.get("runs", 0)),
+        out.append({"graph": graph, "runs": int(card.get("runs", 0)) - int(card.get("answer_runs", 0)),
                     "planned": sum(int(v) for v in (card.get("planned") or {}).values())})
     return out
 

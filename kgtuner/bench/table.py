@@ -21,6 +21,7 @@ import json
 import shlex
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -255,11 +256,13 @@ def stop_counts(runs: list[Mapping]) -> dict[str, dict[str, Any]]:
 def plan_counts(runs: list[Mapping]) -> tuple[dict[str, int], int]:
     """Per pool, the runs its plan asked for (phase "main" or "noise"), and the number of runs recorded later to
     give the replays' answers their seeds (phase "answers"), which no plan counts."""
-    in_plan: dict[str, int] = {}
-    for r in runs:
-        if r.get("phase") != "answers":
-            in_plan[r["pool"]] = in_plan.get(r["pool"], 0) + 1
-    return in_plan, sum(r.get("phase") == "answers" for r in runs)
+    in_plan = Counter(r["pool"] for r in runs if r.get("phase") != "answers")
+    return dict(in_plan), len(runs) - sum(in_plan.values())
+
+
+def answer_runs_text(n: int) -> str:
+    """The clause a card or the page appends to its planned-runs count for the answers' seeds ("" for none)."""
+    return f", plus {n} runs that give the replays' answers their seeds" if n else ""
 
 
 def expansion_coverage(header: Mapping, runs: list[Mapping]) -> dict[str, Any]:
@@ -355,7 +358,7 @@ def card(header: Mapping, sessions: list[Mapping], runs: list[Mapping], *, journ
          "below is computed from the journal. Do not edit by hand: rerun the report command.", "",
          f"**{'Complete' if complete else 'Partial'}:** {len(runs) - answer_runs} of {total_planned} planned runs "
          "recorded (" + ", ".join(f"{p} {in_plan.get(p, 0)}/{planned.get(p, 0)}" for p in pools) + ")"
-         + (f", plus {answer_runs} runs that give the replays' answers their seeds" if answer_runs else "") + ".", "",
+         + answer_runs_text(answer_runs) + ".", "",
          "## How it was recorded", "",
          f"- Commit: `{header.get('commit')}`" + (f" (later sessions: {', '.join(f'`{c}`' for c in commits)})"
                                                   if commits else ""),
@@ -490,11 +493,11 @@ def card_data(header: Mapping, sessions: list[Mapping], runs: list[Mapping],
     under ``journal`` so that ``kgtuner bench restore`` rebuilds the same journal."""
     wall_h, run_h = session_hours(sessions, runs)
     cover = expansion_coverage(header, runs)
+    in_plan, answer_runs = plan_counts(runs)
     return {"graph": header.get("dataset"), "model": header["settings"].get("model"), "settings": header["settings"],
             "stage1_sizes": header.get("stage1_sizes"), "expand_sizes": header.get("expand_sizes"),
             "subgraph": header.get("subgraph"), "full_graph": header.get("full_graph"), "planned": header.get("planned"),
-            "runs": len(runs), "in_plan": plan_counts(runs)[0], "answer_runs": plan_counts(runs)[1],
-            "counts": stop_counts(runs),
+            "runs": len(runs), "in_plan": in_plan, "answer_runs": answer_runs, "counts": stop_counts(runs),
             "noise": noise_summary(runs),
             "coverage": {"covered_prefix": cover["covered_prefix"], "stage1_complete": cover["stage1_complete"],
                          "expanded": [[c["stage1_index"], c["stage1_rank"], [list(x) for x in c["sizes"]]]

@@ -39,6 +39,7 @@ from kgtuner.bench.benchmark import STUDIES, ResultsJournal, algorithm_label, pa
 from kgtuner.bench.card_cost import CONVERGED_SHARE, PUBLISHED_TOLERANCE, gap_words
 from kgtuner.bench.compare import ALPHA, cell_verdicts, common_seeds, exhausted_cells, is_bracket, score_answers
 from kgtuner.bench.pool import FULL_GRAPH_POOLS
+from kgtuner.bench.table import answer_runs_text
 
 from .common import DEMO_GRAPH, SEARCH_LABELS, scored_rows
 from .stage2 import _fmt, _p, paired
@@ -85,15 +86,16 @@ def card_line(graph: str, card: dict | None, rel: str) -> str:
     if card is None:
         return f"- **{graph}**: not recorded yet (no `docs/{rel}/{TABLES}/{graph}/card.json`)."
     planned = {k: int(v) for k, v in (card.get("planned") or {}).items()}
-    counts = {k: int((v or {}).get("runs", 0)) for k, v in (card.get("counts") or {}).items()}
-    answers = int(card.get("answer_runs", 0))  # runs giving the replays' answers their seeds: in no pool's plan
-    counts = {k: int(v) for k, v in card["in_plan"].items()} if "in_plan" in card else counts
+    # per pool, the runs its plan asked for; the answers' seeds are in no pool's plan (a card from before they had none)
+    counts = {k: int(v) for k, v in card["in_plan"].items()} if "in_plan" in card else \
+        {k: int((v or {}).get("runs", 0)) for k, v in (card.get("counts") or {}).items()}
+    answers = int(card.get("answer_runs", 0))
     runs = int(card.get("runs", sum(counts.values()))) - answers
     done = runs >= sum(planned.values()) > 0
     parts = [f"{runs} of {sum(planned.values())} planned runs recorded" + ("" if done else ", **partial**")
              + (" (per pool: " + ", ".join(f"`{p}` {counts.get(p, 0)}/{n}" for p, n in planned.items()) + ")"
                 if planned else "")
-             + (f", plus {answers} runs that give the replays' answers their seeds" if answers else "")]
+             + answer_runs_text(answers)]
     protocol = card.get("protocol")
     if not protocol:
         parts.append("its card has no protocol figures (not a converged recording)")

@@ -81,9 +81,10 @@ def _table(**kw) -> ReplayTable:
     return ReplayTable(runs, curves, graph="demo", source=f"synthetic-{kw.get('scramble', 0)}")
 
 
-def run_benchmark_script(root, grid: str, graph: str = "demo"):
+def run_benchmark_script(root, grid: str, graph: str = "demo", **extra_env: str):
     """``scripts/benchmarks/replay_benchmark.sh GRAPH`` with every folder under ``root`` (journals/, tables/,
-    replay/, page.md, README.md), the demo dataset and the replay grid ``grid``; the completed process."""
+    replay/, page.md, README.md), the demo dataset, the replay grid ``grid`` and ``extra_env`` (e.g. SHARDS); the
+    completed process."""
     import os
     import subprocess
     import sys
@@ -92,6 +93,6 @@ def run_benchmark_script(root, grid: str, graph: str = "demo"):
     root = Path(root)
     env = {**os.environ, "DATASET": "demo", "JOURNALS": str(root / "journals"), "TABLES": str(root / "tables"),
            "REPLAY": str(root / "replay"), "PAGE": str(root / "page.md"), "README": str(root / "README.md"),
-           "GRID": grid, "KGTUNER": str(Path(sys.executable).with_name("kgtuner"))}
+           "GRID": grid, "KGTUNER": str(Path(sys.executable).with_name("kgtuner")), **extra_env}
     return subprocess.run(["bash", "scripts/benchmarks/replay_benchmark.sh", graph], cwd=Path(__file__).resolve().parents[1],
                           env=env, capture_output=True, text=True, timeout=900)

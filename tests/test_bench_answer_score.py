@@ -181,8 +181,8 @@ def test_replay_on_a_complete_journal_replays_nothing_and_scores_the_answers_fro
 @pytest.mark.slow
 def test_the_benchmark_script_records_the_answers_seeds_and_scores_them_without_replaying_again(tmp_path):
     """scripts/benchmarks/replay_benchmark.sh on a complete tiny calibrated table: it replays the grid, records
-    3 seeds of every answer (`record --answers`, phase `answers`), and writes the results again with each answer
-    scored by the mean over its seeds, the replay journal untouched."""
+    3 seeds of every answer (`record --answers`, phase `answers`; in two shards side by side, SHARDS=2), and
+    writes the results again with each answer scored by the mean over its seeds, the replay journal untouched."""
     from kgtuner.bench import pool as bp
     from kgtuner.bench import record as br
     from kgtuner.bench.table import finalize
@@ -196,9 +196,13 @@ def test_the_benchmark_script_records_the_answers_seeds_and_scores_them_without_
     finalize(tmp_path / "recorded", tmp_path / "tables" / "demo")
     before = pd.read_parquet(tmp_path / "tables" / "demo" / "runs.parquet")
     assert set(before.seed) == {0}  # no noise seeds: every seed past 0 below is an answer's
-    proc = run_benchmark_script(tmp_path, "--algorithms random --workers 1 --budgets 2 --seeds 3")
+    proc = run_benchmark_script(tmp_path, "--algorithms random --workers 1 --budgets 2 --seeds 3", SHARDS="2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "answers' seeds" in proc.stdout and "answers scored by their seeds" in proc.stdout
+    records = br.Journal(tmp_path / "journals" / "demo" / "journal.jsonl").read()
+    assert {r.get("shard") for r in records if r["kind"] == "session"} >= {"1/2", "2/2"}  # both recorded seeds
+    ids = [r["run_id"] for r in records if r["kind"] == "run"]
+    assert len(ids) == len(set(ids))  # no run recorded by both
     runs = pd.read_parquet(tmp_path / "tables" / "demo" / "runs.parquet")
     extra = runs[runs.seed > 0]
     assert len(extra) and set(extra.phase) == {"answers"} and set(extra.pool) == {"full"}
@@ -208,6 +212,7 @@ def test_the_benchmark_script_records_the_answers_seeds_and_scores_them_without_
     assert card["runs"] == planned + len(extra) and card["answer_runs"] == len(extra)
     assert sum(card["in_plan"].values()) == planned
     text = (tmp_path / "tables" / "demo" / "card.md").read_text()
+    assert "up to 2 processes side by side (`record --shard k/n`" in text
     assert (f"**Complete:** {planned} of {planned} planned runs recorded" in text
             and f"plus {len(extra)} runs that give the replays' answers their seeds" in text)
     assert f"demo: {planned} of {planned} planned runs recorded" in proc.stdout

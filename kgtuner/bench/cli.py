@@ -93,6 +93,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
             p.add_argument("--answers", nargs="*", default=[], metavar="RESULTS",
                            help="replay results (results.parquet): record every answer configuration of this graph "
                                 "with the seeds its training noise needs (kgtuner.bench.pool.ANSWER_SEEDS)")
+            p.add_argument("--shard", default=None, metavar="K/N",
+                           help="record only the K-th of every N runs, so that N processes (--shard 1/N .. N/N) "
+                                "record one journal side by side, one core each (default: every run)")
         _settings_options(p)
     for name in ("report", "finalize"):
         p = sub.add_parser(name, help="write runs.parquet, curves.parquet and card.md from a journal (any time)")
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None, prog: str = "kgtuner bench") -> int:
         command = " ".join([prog, *(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))])
         rec.record(settings, out, command=command, estimate=estimate, max_runs=args.max_runs,
                    pools=pools, log=lambda line: print(line, flush=True),
-                   answers=_answer_runs(args.answers, args.dataset))
+                   answers=_answer_runs(args.answers, args.dataset), shard=rec.parse_shard(args.shard))
         return 0
     except KGTunerError as exc:
         return fail(exc)

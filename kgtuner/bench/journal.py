@@ -2,11 +2,13 @@
 machine).
 
 :class:`Journal`: one JSON object per line, appended and ``fsync``-ed as soon as a run ends; a line cut by a kill
-is dropped at the next open.
+is dropped at the next open. Appends and repairs hold an exclusive ``flock`` on the file, so several processes (the
+shards of one recording) may append to one journal.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
@@ -44,11 +46,12 @@ class Journal:
         """Cut a partial last line (written when the process died); return the bytes removed."""
         if not self.path.is_file():
             return 0
-        data = self.path.read_bytes()
-        keep = data.rfind(b"\n") + 1
-        if keep == len(data):
-            return 0
         with self.path.open("r+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # not while another process is half-way through its line
+            data = fh.read()
+            keep = data.rfind(b"\n") + 1
+            if keep == len(data):
+                return 0
             fh.truncate(keep)
             fh.flush()
             os.fsync(fh.fileno())
@@ -57,8 +60,14 @@ class Journal:
     def append(self, record: Mapping[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(record, default=_json_default, allow_nan=False) + "\n"
-        with self.path.open("a") as fh:
-            fh.write(line)
+        with self.path.open("a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released on close: one whole line at a time
+            end = fh.seek(0, os.SEEK_END)
+            if end:
+                fh.seek(end - 1)
+                if fh.read(1) != b"\n":  # cut by a process killed mid-line: ended, so that it alone is dropped
+                    line = "\n" + line
+            fh.write(line.encode())
             fh.flush()
             os.fsync(fh.fileno())
 

@@ -17,8 +17,10 @@ runs already in the journal (a restart reproduces the same pools, see :mod:`kgtu
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import re
 import shlex
 import sys
 import time
@@ -260,7 +262,7 @@ def check_header(header: Mapping[str, Any], settings: RecordSettings, pools_: Po
 def record(settings: RecordSettings, out: str | Path, *, command: str | None = None,
            estimate: Mapping[str, Any] | None = None, max_runs: int | None = None,
            log: Callable[[str], None] = print, pools: Iterable[str] = POOLS,
-           answers: Iterable[str] = ()) -> dict[str, Any]:
+           answers: Iterable[str] = (), shard: tuple[int, int] | None = None) -> dict[str, Any]:
     """Record (or continue) the table of ``settings`` into ``out/journal.jsonl``; return a summary.
 
     The first call writes the header (settings, pool fingerprints, commit, command, machine, the
@@ -269,15 +271,17 @@ def record(settings: RecordSettings, out: str | Path, *, command: str | None = N
     ``max_runs``: stop after that many runs (tests, pilots). ``answers``: run ids of replayed searches' answers
     (``results.parquet``'s ``answer_run``); each answer's configuration is trained with seeds 1 ..
     :data:`~kgtuner.bench.pool.ANSWER_SEEDS` - 1 after the pools (the ids are kept in the journal, so a restart
-    records the same runs), so that every answer's training noise enters the replays' intervals."""
+    records the same runs), so that every answer's training noise enters the replays' intervals.
+    ``shard``: ``(k, n)``: record only the k-th of every n runs of each phase (1-based), so that n processes,
+    one per shard, record one journal side by side (:func:`in_shard`); each holds its shard's lock."""
     import torch
 
     torch.set_num_threads(int(settings.threads))
     out = Path(out)
     journal = Journal(out / "journal.jsonl")
-    _lock(out)  # held until this process ends: one recording per journal
+    _lock(out, shard)  # held until this process ends: one recording per journal (or per shard of it)
     records = journal.read()
-    _refuse_if_running(records)
+    _refuse_if_running(records, shard)
     journal.repair()
     records = journal.read()
     graphs = Graphs(settings)
@@ -301,7 +305,7 @@ def record(settings: RecordSettings, out: str | Path, *, command: str | None = N
     # continued by scripts/benchmarks/replay_benchmark.sh in every session) adds no session, commit or host to the card
     session = {"kind": "session", "started_unix": round(t_session, 3), "pid": os.getpid(), "commit": git_commit(),
                "code": code_digest(), "command": command, "host": machine_info()["host"],
-               "threads": torch.get_num_threads(), "nice": _nice()}
+               "threads": torch.get_num_threads(), "nice": _nice(), "shard": shard_text(shard)}
     rows = {r["run_id"]: r for r in records if r.get("kind") == "run"}
     log(f"{graphs.name}: {len(rows)} run(s) in {journal.path}; planned {pools_.planned_counts()} "
         f"(stage-1 graph {graphs.sub.name}: {graphs.sub.stats()['train']} train triples)")
@@ -309,97 +313,207 @@ def record(settings: RecordSettings, out: str | Path, *, command: str | None = N
     chosen = [p for p in POOLS if p in set(pools) and (p != "decoupled" or settings.decoupled_configs > 0)]
     prices = {}
     if settings.cost == "calibrated":  # every shape priced before the first run, once per table
+        _refuse_unpriced_shard(shard, cost.needed_shapes(pools_, chosen), cost.prices(records))
         prices = cost.calibrate_missing(cost.needed_shapes(pools_, chosen), graphs, settings, cost.prices(records),
                                         journal.append, log)
     answer_ids = _answer_ids(records, answers, journal, graphs.name, log)
-    for phase in [(p, "main") for p in chosen] + [(p, "noise") for p in chosen] + [(None, "answers")]:
-        pool, kind = phase
-        if kind == "main":
-            if pool == "expand" and not _complete(pools_.main_runs("stage1"), rows):
-                log("expand: waits for the complete stage-1 pool")
-                continue
-            specs = pools_.main_runs(pool, list(rows.values()))
-        elif kind == "noise":
-            if not _complete(_main_specs(pools_, pool, rows), rows):
-                continue
-            specs = pools_.noise_runs(pool, list(rows.values()))
-        else:  # the seeds of the replays' answers (ANSWER_SEEDS each), after every pool's own runs
-            specs = pools_.answer_runs(answer_ids)
-        todo = [s for s in specs if s.run_id not in rows]
-        for n, spec in enumerate(todo, 1):
-            if max_runs is not None and done_now >= max_runs:
-                log(f"stopped after {done_now} run(s) (max_runs)")
-                return {"runs": len(rows), "recorded_now": done_now, "complete": False}
-            if done_now == 0:
-                journal.append(session)
-            kg, fi = graphs.for_pool(spec.pool)
-            price = None
-            if settings.cost == "calibrated":
-                shape = cost.Shape.of(POOL_GRAPH[spec.pool], spec.config)
-                prices = cost.calibrate_missing([shape], graphs, settings, prices, journal.append, log)
-                price = prices[shape.key]
-            row = train_run(spec, kg, settings, filter_index=fi, price=price)
-            row["phase"] = kind  # why it was recorded: its pool's plan (main), noise seeds, or a replay's answer
-            row["session_unix"] = round(t_session, 3)
-            journal.append(row)
-            rows[row["run_id"]] = row
-            done_now += 1
-            log(progress_line(row, n, len(todo), kind, len(rows), time.time() - t_session))
+    phases = [(p, "main") for p in chosen] + [(p, "noise") for p in chosen] + [(None, "answers")]
+    seen = -1  # the journal's size when last read for the other shards' runs
+    for passes in itertools.count():  # one pass; a shard passes again while the others may unlock a phase
+        done_before, gated = done_now, False
+        for pool, kind in phases:
+            if shard is not None:  # the other shards' runs so far: what plans the next phase
+                seen = _catch_up(journal, rows, seen)
+            if kind == "main":
+                if pool == "expand" and not _complete(pools_.main_runs("stage1"), rows):
+                    gated = True
+                    if passes == 0:
+                        log("expand: waits for the complete stage-1 pool")
+                    continue
+                specs = pools_.main_runs(pool, list(rows.values()))
+            elif kind == "noise":
+                if not _complete(_main_specs(pools_, pool, rows), rows):
+                    gated = True
+                    continue
+                specs = pools_.noise_runs(pool, list(rows.values()))
+            else:  # the seeds of the replays' answers (ANSWER_SEEDS each), after every pool's own runs
+                specs = pools_.answer_runs(answer_ids)
+            specs = list({s.run_id: s for s in specs}.values())  # two answers of one configuration: its seeds once
+            todo = [s for i, s in enumerate(specs) if s.run_id not in rows and in_shard(i, shard)]
+            for n, spec in enumerate(todo, 1):
+                if max_runs is not None and done_now >= max_runs:
+                    log(f"stopped after {done_now} run(s) (max_runs)")
+                    return {"runs": len(rows), "recorded_now": done_now, "complete": False}
+                if done_now == 0:
+                    journal.append(session)
+                kg, fi = graphs.for_pool(spec.pool)
+                price = None
+                if settings.cost == "calibrated":
+                    shape = cost.Shape.of(POOL_GRAPH[spec.pool], spec.config)
+                    prices = cost.calibrate_missing([shape], graphs, settings, prices, journal.append, log)
+                    price = prices[shape.key]
+                row = train_run(spec, kg, settings, filter_index=fi, price=price)
+                row["phase"] = kind  # why it was recorded: its pool's plan (main), noise seeds, or a replay's answer
+                row["session_unix"] = round(t_session, 3)
+                journal.append(row)
+                rows[row["run_id"]] = row
+                done_now += 1
+                log(progress_line(row, n, len(todo), kind, len(rows), time.time() - t_session))
+        if shard is None or (done_now == done_before and not gated):
+            break
+        if done_now == done_before:  # a phase waits for the other shards' runs: wait while one records
+            if not _other_shards_alive(out, shard):
+                break
+            time.sleep(SHARD_POLL_S)
+    if shard is not None:
+        _catch_up(journal, rows, seen)
     complete = all(_complete(_main_specs(pools_, p, rows), rows) for p in chosen)
     log(f"{graphs.name}: {len(rows)} run(s) recorded ({done_now} now); complete: {complete}")
     return {"runs": len(rows), "recorded_now": done_now, "complete": complete}
 
 
+def _catch_up(journal: Journal, rows: dict[str, Mapping], seen: int) -> int:
+    """Add the journal's runs to ``rows`` when it has grown since it was ``seen`` bytes long; return its size."""
+    size = journal.path.stat().st_size if journal.path.is_file() else 0
+    if size != seen:
+        rows.update({r["run_id"]: r for r in journal.read() if r.get("kind") == "run"})
+    return size
+
+
 _LOCKS: dict[str, Any] = {}
+#: Seconds a shard waits before it looks again for runs a phase it waits on needs from the other shards.
+SHARD_POLL_S = 5.0
 
 
-def _lock(out: Path):
-    """An exclusive lock on ``out/record.lock`` for this process's lifetime (ConfigError if another holds it)."""
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"k/n"`` -> ``(k, n)`` (1 <= k <= n); None for None; ConfigError naming the value otherwise."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise ConfigError(f"--shard {text!r}: give k/n with 1 <= k <= n (e.g. --shard 1/2 and --shard 2/2 for two "
+                          "processes recording one journal side by side)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def shard_text(shard: tuple[int, int] | None) -> str | None:
+    return None if shard is None else f"{shard[0]}/{shard[1]}"
+
+
+def in_shard(index: int, shard: tuple[int, int] | None) -> bool:
+    """Whether the run at ``index`` of its phase's plan belongs to ``shard`` (every run belongs to no shard)."""
+    return shard is None or index % shard[1] == shard[0] - 1
+
+
+def _lock(out: Path, shard: tuple[int, int] | None = None):
+    """Locks held for this process's lifetime (ConfigError if another process holds one that excludes them):
+    ``out/record.lock`` exclusive for a whole recording; for a shard, ``record.lock`` shared (the other shards'
+    processes may hold it too, a whole recording may not) and ``out/record.shard-k-of-n.lock`` exclusive."""
     import fcntl
 
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "record.lock"
-    if str(path) in _LOCKS:
-        return _LOCKS[str(path)]
+    if shard is not None:  # shards of another split would plan other shares of the same runs
+        for path in out.glob("record.shard-*-of-*.lock"):
+            if not path.name.endswith(f"-of-{shard[1]}.lock") and _held(path):
+                raise ConfigError(f"a shard of another split is recording into {out} (it holds {path}): every "
+                                  f"process of one journal gives the same N in --shard k/N")
+    paths = [(out / "record.lock", fcntl.LOCK_EX if shard is None else fcntl.LOCK_SH)]
+    if shard is not None:
+        paths.append((out / f"record.shard-{shard[0]}-of-{shard[1]}.lock", fcntl.LOCK_EX))
+    taken = []
+    for path, mode in paths:
+        if str(path) in _LOCKS:
+            continue
+        fh = _take(path, mode, tries=1 if shard is None else 5)  # a shard's lock may be probed for an instant
+        if fh is None:
+            for key in taken:  # none of this call's locks outlives its refusal
+                _LOCKS.pop(key).close()
+            what = "a whole recording or another shard's process" if shard is None else \
+                "a whole recording (no --shard)" if path.name == "record.lock" else f"shard {shard_text(shard)}"
+            raise ConfigError(f"another `kgtuner bench record` is recording {what} into {out} (it holds {path}); "
+                              "one recording per journal, or one process per shard")
+        if mode == fcntl.LOCK_EX:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"{os.getpid()}\n")
+            fh.flush()
+        _LOCKS[str(path)] = fh
+        taken.append(str(path))
+    return [_LOCKS[str(path)] for path, _ in paths]
+
+
+def _take(path: Path, mode: int, tries: int):
+    """``path`` opened and locked in ``mode`` without waiting (``tries`` times, 0.2 s apart), or None."""
+    import fcntl
+
     fh = path.open("a+")
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.close()
-        raise ConfigError(f"another `kgtuner bench record` is recording into {out} (it holds {path}); "
-                          "one recording per journal") from None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"{os.getpid()}\n")
-    fh.flush()
-    _LOCKS[str(path)] = fh
-    return fh
+    for attempt in range(tries):
+        try:
+            fcntl.flock(fh.fileno(), mode | fcntl.LOCK_NB)
+            return fh
+        except OSError:
+            if attempt + 1 < tries:
+                time.sleep(0.2)
+    fh.close()
+    return None
 
 
-def _refuse_if_running(records: list[dict]) -> None:
-    """Refuse when the journal's last session is a live ``bench record`` process (one started before the lock)."""
+def _other_shards_alive(out: Path, shard: tuple[int, int]) -> bool:
+    """Whether a process holds the lock of another shard of ``shard``'s split (probed without waiting)."""
+    return any(_held(out / f"record.shard-{k}-of-{shard[1]}.lock") for k in range(1, shard[1] + 1) if k != shard[0])
+
+
+def _held(path: Path) -> bool:
+    """Whether another process holds an exclusive lock on ``path`` (a probe that takes none)."""
+    import fcntl
+
+    if not path.is_file():
+        return False
+    with path.open("a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+    return False
+
+
+def _refuse_if_running(records: list[dict], shard: tuple[int, int] | None = None) -> None:
+    """Refuse when a session of the journal (since its last ``restore``) is a live ``bench record`` process (one
+    started before the locks) that this one may not run beside: any, or for a shard, a whole recording or the
+    same shard."""
     kinds = [r.get("kind") for r in records]
-    if "session" not in kinds:
-        return
-    last = len(kinds) - 1 - kinds[::-1].index("session")
-    if "restore" in kinds[last:]:  # rebuilt from its table since (kgtuner.bench.restore): its pids are another machine's
-        return
-    pid = int(records[last].get("pid") or 0)
-    if pid <= 0 or pid == os.getpid():
-        return
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return
-    if "bench" in cmdline and "record" in cmdline:
-        raise ConfigError(f"the journal's recording is still running (pid {pid}: {cmdline.strip()}); "
-                          "one recording per journal")
+    first = len(kinds) - kinds[::-1].index("restore") if "restore" in kinds else 0  # before: another machine's pids
+    for rec in records[first:]:
+        if rec.get("kind") != "session":
+            continue
+        pid = int(rec.get("pid") or 0)
+        if pid <= 0 or pid == os.getpid():
+            continue
+        other = rec.get("shard")
+        if shard is not None and other is not None and other != shard_text(shard):
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "bench" in cmdline and "record" in cmdline:
+            raise ConfigError(f"the journal's recording is still running (pid {pid}: {cmdline.strip()}); "
+                              "one recording per journal, or one process per shard")
+
+
+def _refuse_unpriced_shard(shard, shapes, have) -> None:
+    """A shard does not calibrate: prices are measured in isolation, by a whole recording, before its runs."""
+    missing = [s.key for s in shapes if s.key not in have]
+    if shard is not None and missing:
+        raise ConfigError(f"{len(missing)} shape(s) not priced yet (e.g. {missing[0]}): prices are measured in "
+                          "isolation, so start this table without --shard until its first run, then continue it "
+                          "in shards")
 
 
 def _answer_ids(records: list[dict], answers: Iterable[str], journal: Journal, graph: str, log) -> list[str]:
     """The answer run ids the journal holds, with ``answers`` not yet among them appended as an ``answers``
     record."""
-    have = [rid for r in records if r.get("kind") == "answers" for rid in r["run_ids"]]
+    have = list(dict.fromkeys(rid for r in records if r.get("kind") == "answers" for rid in r["run_ids"]))
     new = sorted(set(answers) - set(have))
     if new:
         journal.append({"kind": "answers", "run_ids": new, "unix": round(time.time(), 3)})

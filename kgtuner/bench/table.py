@@ -223,6 +223,15 @@ def _f(v, fmt: str = ".2f", none: str = "-") -> str:
     return none if v is None else format(v, fmt)
 
 
+def shards_text(sessions: list[Mapping]) -> str:
+    """How many runs a recording process trained at once, and how many processes ran side by side (``--shard``)."""
+    split = [int(str(x["shard"]).split("/")[1]) for x in sessions if x.get("shard")]
+    if not split:
+        return "one run at a time"
+    return (f"one run at a time per process; {len(split)} of the {len(sessions)} sessions were shards of a split, "
+            f"up to {max(split)} processes side by side (`record --shard k/n`, one core each)")
+
+
 def session_hours(sessions: list[Mapping], runs: list[Mapping]) -> tuple[float, float]:
     """(wall-clock hours of the recording so far: per session, from its start to its last run's end;
     hours of the runs themselves: the sum of their total seconds)."""
@@ -371,8 +380,8 @@ def card(header: Mapping, sessions: list[Mapping], runs: list[Mapping], *, journ
          f"`.venv/bin/kgtuner bench restore --table {shlex.quote(str(out_dir))} --out {shlex.quote(str(journal_dir))}`",
          f"- Machine: {machine.get('cores')} cores ({machine.get('cpu')}), {machine.get('memory_gib')} GiB RAM, "
          f"{machine.get('os')}; Python {machine.get('python')}, torch {machine.get('torch')}; host `{machine.get('host')}`",
-         f"- Threads: {s.threads} torch thread per run (measured in the runs: {threads or '-'}); one run at a time, "
-         "niced; " + CLOCK_TEXT[s.clock] + " (1-minute load "
+         f"- Threads: {s.threads} torch thread per run (measured in the runs: {threads or '-'}); "
+         + shards_text(sessions) + ", niced; " + CLOCK_TEXT[s.clock] + " (1-minute load "
          f"average at run ends: median {_f(_median(loads))}, max {_f(max(loads) if loads else None)})",
          f"- Time so far: {wall_h:.2f} h of wall clock over {len(sessions)} session(s); the runs' own seconds sum "
          f"to {run_h:.2f} h", ""]

@@ -13,7 +13,7 @@
 # Environment (defaults in brackets): DATASET [$DATA/<graph>, DATA ../shared/datasets], JOURNALS
 # [outputs/bench_tables], TABLES [docs/benchmarks/tables], REPLAY [docs/benchmarks/replay], PAGE
 # [docs/benchmarks.md], README (its benchmark block is regenerated with the page) [README.md], JOBS (replay
-# processes) [1], STUDIES [fair; the superseded tables were replayed with "main defaults miss_bracket"], GRID
+# processes) [1], SHARDS (recording processes side by side, one torch thread each: `record --shard k/SHARDS`) [1], STUDIES [fair; the superseded tables were replayed with "main defaults miss_bracket"], GRID
 # (replay options instead of --study, one grid named "custom", e.g. "--algorithms random --seeds 2") [unset],
 # KGTUNER [.venv/bin/kgtuner]. Issue 38's journals are in outputs/bench_tables_converged: give JOURNALS.
 set -euo pipefail
@@ -25,6 +25,7 @@ REPLAY=${REPLAY:-docs/benchmarks/replay}
 PAGE=${PAGE:-docs/benchmarks.md}
 README=${README:-README.md}
 JOBS=${JOBS:-1}
+SHARDS=${SHARDS:-1}
 STUDIES=${STUDIES:-fair}
 KGTUNER=${KGTUNER:-.venv/bin/kgtuner}
 PY=$(dirname "$KGTUNER")/python
@@ -49,7 +50,22 @@ if extra:
 EOF
 fi
 mkdir -p "$journal"
-"$KGTUNER" bench record --dataset "$DATASET" --out "$journal" >> "$journal/record.log" 2>&1
+record() {  # one process, or SHARDS side by side on one journal; fails if any of them fails
+  if [ "$SHARDS" -le 1 ]; then
+    "$KGTUNER" bench record --dataset "$DATASET" --out "$journal" "$@" >> "$journal/record.log" 2>&1
+    return
+  fi
+  local pids=() k status=0
+  for k in $(seq 1 "$SHARDS"); do
+    "$KGTUNER" bench record --dataset "$DATASET" --out "$journal" --shard "$k/$SHARDS" "$@" \
+      >> "$journal/record.log" 2>&1 &
+    pids+=($!)
+    sleep 5  # one after the other: the first appends the answers record the others then read
+  done
+  for k in "${pids[@]}"; do wait "$k" || status=$?; done
+  return "$status"
+}
+record
 "$KGTUNER" bench report --journal "$journal" --out "$table"
 page() {  # the page and README's summary are what the committed files render: regenerated with every report
   "$PY" scripts/benchmarks/benchmarks_page.py --page "$PAGE" --readme "$README" --replay "$REPLAY" --tables "$TABLES"
@@ -83,8 +99,7 @@ replay_all
 # search changes and nothing is replayed; each answer is scored by the mean over its configuration's seeds, grown
 if "$PY" -c "import json,sys; sys.exit(0 if json.load(open('$table/card.json'))['settings'].get('cost') == 'calibrated' else 1)"; then
   echo "== $(date -u +%FT%TZ) answers' seeds"
-  "$KGTUNER" bench record --dataset "$DATASET" --out "$journal" --answers "$REPLAY/$graph"/*/results.parquet \
-    >> "$journal/record.log" 2>&1
+  record --answers "$REPLAY/$graph"/*/results.parquet
   "$KGTUNER" bench report --journal "$journal" --out "$table"
   echo "== $(date -u +%FT%TZ) answers scored by their seeds"
   replay_all

@@ -203,6 +203,7 @@ def test_the_benchmark_script_records_the_answers_seeds_and_scores_them_without_
     assert {r.get("shard") for r in records if r["kind"] == "session"} >= {"1/2", "2/2"}  # both recorded seeds
     ids = [r["run_id"] for r in records if r["kind"] == "run"]
     assert len(ids) == len(set(ids))  # no run recorded by both
+    assert "[full/answers 1/" in (tmp_path / "journals" / "demo" / "record.log").read_text()  # its progress line
     runs = pd.read_parquet(tmp_path / "tables" / "demo" / "runs.parquet")
     extra = runs[runs.seed > 0]
     assert len(extra) and set(extra.phase) == {"answers"} and set(extra.pool) == {"full"}

@@ -546,7 +546,7 @@ def _fmt(v, digits: int = 4) -> str:
 
 def progress_line(row: Mapping[str, Any], n: int, total: int, kind: str, recorded: int, elapsed_s: float) -> str:
     """One line per finished run."""
-    tag = row["pool"] if kind == "main" else f"{row['pool']}/noise"
+    tag = row["pool"] if kind == "main" else f"{row['pool']}/{kind}"  # a noise seed, or an answer's
     err = f" error={row['error'][:80]!r}" if row.get("error") else ""
     return (f"[{tag} {n}/{total}] {row['run_id']} {row['status']} stop={row['stop_reason']} "
             f"valid_mrr={_fmt(row['best_valid_mrr'])} test_mrr={_fmt(row['test_mrr'])} steps={row['steps']} "

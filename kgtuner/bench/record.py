@@ -397,11 +397,12 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 
 
 def shard_text(shard: tuple[int, int] | None) -> str | None:
+    """``(k, n)`` -> ``"k/n"`` (a session's ``shard``); None for a whole recording."""
     return None if shard is None else f"{shard[0]}/{shard[1]}"
 
 
 def in_shard(index: int, shard: tuple[int, int] | None) -> bool:
-    """Whether the run at ``index`` of its phase's plan belongs to ``shard`` (every run belongs to no shard)."""
+    """Whether the run at ``index`` of its phase's plan belongs to ``shard`` (with no shard, every run does)."""
     return shard is None or index % shard[1] == shard[0] - 1
 
 
@@ -419,7 +420,7 @@ def _lock(out: Path, shard: tuple[int, int] | None = None):
                                   f"process of one journal gives the same N in --shard k/N")
     paths = [(out / "record.lock", fcntl.LOCK_EX if shard is None else fcntl.LOCK_SH)]
     if shard is not None:
-        paths.append((out / f"record.shard-{shard[0]}-of-{shard[1]}.lock", fcntl.LOCK_EX))
+        paths.append((_shard_lock(out, *shard), fcntl.LOCK_EX))
     taken = []
     for path, mode in paths:
         if str(path) in _LOCKS:
@@ -460,20 +461,24 @@ def _take(path: Path, mode: int, tries: int):
 
 def _other_shards_alive(out: Path, shard: tuple[int, int]) -> bool:
     """Whether a process holds the lock of another shard of ``shard``'s split (probed without waiting)."""
-    return any(_held(out / f"record.shard-{k}-of-{shard[1]}.lock") for k in range(1, shard[1] + 1) if k != shard[0])
+    return any(_held(_shard_lock(out, k, shard[1])) for k in range(1, shard[1] + 1) if k != shard[0])
+
+
+def _shard_lock(out: Path, k: int, n: int) -> Path:
+    """The lock file shard ``k`` of ``n`` holds while it records into ``out``."""
+    return out / f"record.shard-{k}-of-{n}.lock"
 
 
 def _held(path: Path) -> bool:
-    """Whether another process holds an exclusive lock on ``path`` (a probe that takes none)."""
+    """Whether another process holds an exclusive lock on ``path`` (a probe that keeps none)."""
     import fcntl
 
     if not path.is_file():
         return False
-    with path.open("a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return True
+    fh = _take(path, fcntl.LOCK_SH, tries=1)
+    if fh is None:
+        return True
+    fh.close()
     return False
 
 

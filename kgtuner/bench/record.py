@@ -17,6 +17,7 @@ runs already in the journal (a restart reproduces the same pools, see :mod:`kgtu
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import math
 import os
@@ -410,8 +411,6 @@ def _lock(out: Path, shard: tuple[int, int] | None = None):
     """Locks held for this process's lifetime (ConfigError if another process holds one that excludes them):
     ``out/record.lock`` exclusive for a whole recording; for a shard, ``record.lock`` shared (the other shards'
     processes may hold it too, a whole recording may not) and ``out/record.shard-k-of-n.lock`` exclusive."""
-    import fcntl
-
     out.mkdir(parents=True, exist_ok=True)
     if shard is not None:  # shards of another split would plan other shares of the same runs
         for path in out.glob("record.shard-*-of-*.lock"):
@@ -445,8 +444,6 @@ def _lock(out: Path, shard: tuple[int, int] | None = None):
 
 def _take(path: Path, mode: int, tries: int):
     """``path`` opened and locked in ``mode`` without waiting (``tries`` times, 0.2 s apart), or None."""
-    import fcntl
-
     fh = path.open("a+")
     for attempt in range(tries):
         try:
@@ -471,8 +468,6 @@ def _shard_lock(out: Path, k: int, n: int) -> Path:
 
 def _held(path: Path) -> bool:
     """Whether another process holds an exclusive lock on ``path`` (a probe that keeps none)."""
-    import fcntl
-
     if not path.is_file():
         return False
     fh = _take(path, fcntl.LOCK_SH, tries=1)

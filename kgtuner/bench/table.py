@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping
 
 from kgtuner.bench.pool import POOLS, RecordSettings, rank_runs
 from kgtuner.bench import card_cost
-from kgtuner.bench.record import METRICS, TABLE_STOP_REASONS, Journal
+from kgtuner.bench.record import METRICS, TABLE_STOP_REASONS, Journal, parse_shard
 from kgtuner.errors import ConfigError
 
 HP_COLUMNS = {"negatives": "string", "loss": "string", "gamma": "float64", "adv_weight": "float64",
@@ -225,7 +225,7 @@ def _f(v, fmt: str = ".2f", none: str = "-") -> str:
 
 def shards_text(sessions: list[Mapping]) -> str:
     """How many runs a recording process trained at once, and how many processes ran side by side (``--shard``)."""
-    split = [int(str(x["shard"]).split("/")[1]) for x in sessions if x.get("shard")]
+    split = [parse_shard(x["shard"])[1] for x in sessions if x.get("shard")]
     if not split:
         return "one run at a time"
     return (f"one run at a time per process; {len(split)} of the {len(sessions)} sessions were shards of a split, "

@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from kgtuner.bench.journal import Journal
+from kgtuner.bench.pool import parse_run_id, run_id
 
 
 def main(folder: str) -> None:
@@ -32,7 +33,7 @@ def main(folder: str) -> None:
     for name, sharded in (("in shards", True), ("one process", False)):
         ratios = []
         for r in answers:
-            base = rows.get(r["run_id"][:-1] + "0")
+            base = rows.get(run_id(*parse_run_id(r["run_id"])[:4], seed=0))
             if bool(sessions[r["session_unix"]].get("shard")) == sharded and base and base["steps"] and r["steps"]:
                 ratios.append((r["seconds_train"] / r["steps"]) / (base["seconds_train"] / base["steps"]))
         if ratios:
